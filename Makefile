@@ -1,0 +1,20 @@
+# The two commands of the README: `make demo` (install + main job) and `make test` (install + tests).
+PY := .venv/bin/python
+
+.PHONY: install demo test lint clean
+
+install:
+	bash scripts/install.sh
+
+demo: install
+	$(PY) tools/demo.py
+
+test: install
+	$(PY) -m pytest -q
+	$(PY) -m ruff check .
+
+lint:
+	$(PY) -m ruff check .
+
+clean:
+	rm -rf work_dirs .pytest_cache .ruff_cache

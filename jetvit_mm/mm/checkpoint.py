@@ -1,0 +1,62 @@
+"""Loading the runner's own checkpoints on torch >= 2.6 without turning off safe loading.
+
+torch >= 2.6 unpickles ``torch.load`` files with the weights-only unpickler by default. mmengine
+0.10.7 writes checkpoints whose ``message_hub`` holds :class:`~mmengine.logging.HistoryBuffer`
+objects (numpy arrays inside, and bound statistics methods pickled as ``getattr(HistoryBuffer,
+'mean')``), so ``--resume``, ``load_from`` and ``tools/test.py CONFIG CKPT`` fail with
+"Weights only load failed".
+
+This module is the project's one mechanism for that. :func:`enable_runner_checkpoint_loading`
+replaces mmengine's loader for local files with one that still uses ``weights_only=True`` for
+*every* file, external weights included, and only widens the allow-list by the data types a
+runner checkpoint contains: ``HistoryBuffer``, numpy arrays/scalars/dtypes, and a ``getattr``
+that resolves nothing but ``HistoryBuffer``'s registered statistics methods. Nothing else
+becomes loadable: a pickle that names any other global is still refused by torch.
+"""
+import os.path as osp
+from typing import Any, Callable, List, Tuple, Union
+
+import numpy as np
+import torch
+from mmengine.logging import HistoryBuffer
+from mmengine.runner.checkpoint import CheckpointLoader
+
+__all__ = ['enable_runner_checkpoint_loading', 'load_local_checkpoint', 'runner_safe_globals']
+
+_BUILTIN_STATISTICS = frozenset({'min', 'max', 'current', 'mean'})
+
+
+def _history_buffer_getattr(obj: Any, name: str) -> Any:
+    """``getattr`` restricted to what ``HistoryBuffer.__getstate__`` pickles."""
+    allowed = _BUILTIN_STATISTICS | set(HistoryBuffer._statistics_methods)
+    if obj is not HistoryBuffer or name not in allowed:
+        raise RuntimeError(f'refused getattr({obj!r}, {name!r}) while loading a checkpoint: only '
+                           f'HistoryBuffer statistics methods {sorted(allowed)} are allowed')
+    return getattr(obj, name)
+
+
+def runner_safe_globals() -> List[Union[Callable, Tuple[Callable, str]]]:
+    """The globals an mmengine runner checkpoint needs beyond torch's weights-only defaults."""
+    multiarray = np._core.multiarray if hasattr(np, '_core') else np.core.multiarray
+    numpy_globals = [multiarray.scalar, multiarray._reconstruct, np.ndarray, np.dtype]
+    # numpy >= 1.25 pickles dtypes through their concrete classes (numpy.dtypes.Float64DType, ...)
+    numpy_globals += [type(np.dtype(code)) for code in '?bBhHiIlLqQefdgFDGSUV']
+    return [HistoryBuffer, *numpy_globals, (_history_buffer_getattr, 'builtins.getattr')]
+
+
+def load_local_checkpoint(filename: str, map_location: Any = None) -> Any:
+    """Load a local checkpoint with ``weights_only=True`` and the runner's data types allowed."""
+    filename = osp.expanduser(filename)
+    if not osp.isfile(filename):
+        raise FileNotFoundError(f'{filename} can not be found.')
+    with torch.serialization.safe_globals(runner_safe_globals()):
+        return torch.load(filename, map_location=map_location, weights_only=True)
+
+
+def enable_runner_checkpoint_loading() -> None:
+    """Make mmengine load local checkpoints through :func:`load_local_checkpoint`.
+
+    Called by ``tools/train.py`` and ``tools/test.py``; call it in your own scripts before
+    ``Runner.resume``/``Runner.load_checkpoint`` if you do not use these tools. Idempotent.
+    """
+    CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)

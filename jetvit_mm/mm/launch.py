@@ -1,0 +1,87 @@
+"""What tools/train.py and tools/test.py share: config loading, launcher set-up, the runner."""
+import argparse
+import os
+import os.path as osp
+from typing import Optional
+
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+from .checkpoint import enable_runner_checkpoint_loading
+
+LAUNCHERS = ('none', 'pytorch', 'slurm')
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--work-dir', help='directory for logs and checkpoints (default work_dirs/<config name>)')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config keys, e.g. model.backbone.arch=LLWF train_cfg.max_iters=10')
+    parser.add_argument('--launcher', choices=LAUNCHERS, default='none', help='job launcher')
+    # torchrun passes --local-rank (older launchers --local_rank)
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    """Read the config, apply ``--cfg-options``, set ``work_dir`` and the launcher."""
+    if not osp.isfile(args.config):
+        raise FileNotFoundError(f'config file not found: {args.config}')
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    cfg.launcher = args.launcher
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    return cfg
+
+
+def _init_cpu_process_group(launcher: str) -> None:
+    """Start a gloo process group when there is no GPU (mmengine's init_dist assumes CUDA).
+
+    mmengine skips its own initialisation when a group already exists.
+    """
+    if torch.distributed.is_initialized():
+        return
+    if launcher == 'slurm':
+        os.environ.setdefault('RANK', os.environ['SLURM_PROCID'])
+        os.environ.setdefault('WORLD_SIZE', os.environ['SLURM_NTASKS'])
+        os.environ.setdefault('LOCAL_RANK', os.environ.get('SLURM_LOCALID', '0'))
+        if 'MASTER_ADDR' not in os.environ or 'MASTER_PORT' not in os.environ:
+            raise RuntimeError('slurm on CPU: export MASTER_ADDR and MASTER_PORT before launching')
+    torch.distributed.init_process_group(backend='gloo', init_method='env://')
+
+
+def build_runner(cfg: Config) -> Runner:
+    """Build the runner, with CPU-only distributed training and runner checkpoints handled."""
+    enable_runner_checkpoint_loading()
+    if cfg.launcher != 'none' and not torch.cuda.is_available():
+        _init_cpu_process_group(cfg.launcher)
+        cfg.model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None)
+    if 'runner_type' in cfg:
+        return RUNNERS.build(cfg)
+    return Runner.from_cfg(cfg)
+
+
+def set_resume(cfg: Config, resume: Optional[str]) -> None:
+    """``--resume`` alone: the latest checkpoint in work_dir; ``--resume CKPT``: that file."""
+    if resume == 'auto':
+        cfg.resume = True
+        cfg.load_from = None
+    elif resume is not None:
+        cfg.resume = True
+        cfg.load_from = resume
+
+
+def enable_amp(cfg: Config) -> None:
+    """Mixed precision with mmengine's ``AmpOptimWrapper`` (fp16, dynamic loss scale)."""
+    if not torch.cuda.is_available():
+        raise RuntimeError('--amp needs a CUDA device: mmengine\'s AmpOptimWrapper runs on GPU/NPU/MLU only; '
+                           'drop --amp to train in fp32 on the CPU')
+    optim_wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
+    if optim_wrapper not in ('OptimWrapper', 'AmpOptimWrapper'):
+        raise ValueError(f'--amp needs optim_wrapper.type OptimWrapper or AmpOptimWrapper, got {optim_wrapper}')
+    cfg.optim_wrapper.type = 'AmpOptimWrapper'
+    cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')

@@ -1,0 +1,1 @@
+_base_ = ['mmseg::_base_/default_runtime.py', './registry_examples.py']

@@ -1,0 +1,26 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_tool(script: str, *args: str, cwd: Path = REPO, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``tools/<script>`` in a fresh interpreter, as a user would; return the finished process."""
+    env = dict(os.environ, PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
+    proc = subprocess.run([sys.executable, str(REPO / 'tools' / script), *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f'tools/{script} failed ({proc.returncode}):\n'
+                             f'{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}')
+    return proc
+
+
+@pytest.fixture(scope='session')
+def tiny_cityscapes(tmp_path_factory) -> Path:
+    from jetvit_mm.datasets import make_cityscapes
+    return make_cityscapes(tmp_path_factory.mktemp('cityscapes'), splits={'train': 4, 'val': 2}, size=(64, 128),
+                           seed=0)

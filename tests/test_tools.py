@@ -1,0 +1,91 @@
+"""tools/train.py and tools/test.py on generated Cityscapes data with an mmseg config using the plugin."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from jetvit_mm.mm import load_local_checkpoint
+
+from .conftest import REPO, run_tool
+
+CONFIG = REPO / 'configs' / 'tiny' / 'seg_linear_probe_tiny_cityscapes.py'
+
+
+@pytest.fixture(scope='module')
+def trained(tiny_cityscapes, tmp_path_factory):
+    """Train 4 iterations (checkpoints at 2 and 4)."""
+    work_dir = tmp_path_factory.mktemp('work')
+    proc = run_tool('train.py', CONFIG, '--work-dir', work_dir, *data_options(tiny_cityscapes))
+    return work_dir, proc
+
+
+def data_options(root: Path) -> list:
+    return ['--cfg-options'] + [f'{split}_dataloader.dataset.data_root={root}' for split in ('train', 'val', 'test')]
+
+
+def test_train_writes_checkpoints_and_validates(trained):
+    work_dir, proc = trained
+    assert (work_dir / 'iter_2.pth').is_file() and (work_dir / 'iter_4.pth').is_file()
+    log = proc.stdout + proc.stderr
+    assert re.search(r'Iter\(train\) \[4/4\]', log)
+    assert re.search(r'Iter\(val\) .*mIoU: \d', log), 'validation after training reports mIoU'
+    ckpt = load_local_checkpoint(str(work_dir / 'iter_4.pth'))
+    assert ckpt['meta']['iter'] == 4
+    assert any(k.startswith('decode_head.bn.') for k in ckpt['state_dict'])
+
+
+def test_test_tool_reports_iou_metric(trained, tiny_cityscapes, tmp_path):
+    work_dir, _ = trained
+    out = tmp_path / 'metrics.json'
+    proc = run_tool('test.py', CONFIG, work_dir / 'iter_4.pth', '--work-dir', tmp_path / 'test',
+                    '--out', out, *data_options(tiny_cityscapes))
+    metrics = json.loads(out.read_text())
+    assert set(metrics) == {'aAcc', 'mIoU', 'mAcc'}  # exactly IoUMetric's summary keys
+    assert 0 <= metrics['mIoU'] <= 100 and 0 < metrics['aAcc'] <= 100
+    log = proc.stdout + proc.stderr
+    assert 'per class results' in log and 'Load checkpoint from' in log
+    # the per-class table is IoUMetric's: 19 Cityscapes classes
+    for name in ('road', 'sidewalk', 'bicycle'):
+        assert re.search(rf'\|\s*{name}\s*\|', log)
+
+
+def test_resume_continues_from_saved_iteration(trained, tiny_cityscapes, tmp_path):
+    import shutil
+
+    work_dir, _ = trained
+    resumed = tmp_path / 'resumed'
+    shutil.copytree(work_dir, resumed)
+    opts = data_options(tiny_cityscapes) + ['train_cfg.max_iters=6']
+    proc = run_tool('train.py', CONFIG, '--work-dir', resumed, '--resume', *opts)
+    log = proc.stdout + proc.stderr
+    assert 'resumed epoch: 0, iter: 4' in log
+    assert re.search(r'Iter\(train\) \[5/6\]', log) and not re.search(r'Iter\(train\) \[[1-4]/6\]', log)
+    before = load_local_checkpoint(str(work_dir / 'iter_4.pth'))['state_dict']
+    after = load_local_checkpoint(str(resumed / 'iter_6.pth'))
+    assert after['meta']['iter'] == 6
+    # the resumed run started from iter 4's weights and kept training the head
+    assert not torch.equal(before['decode_head.conv_seg.weight'], after['state_dict']['decode_head.conv_seg.weight'])
+
+
+def test_load_from_runner_checkpoint(trained, tiny_cityscapes, tmp_path):
+    work_dir, _ = trained
+    opts = data_options(tiny_cityscapes) + [f'load_from={work_dir / "iter_4.pth"}', 'train_cfg.max_iters=1',
+                                           'train_cfg.val_interval=100']
+    proc = run_tool('train.py', CONFIG, '--work-dir', tmp_path, *opts)
+    assert 'Load checkpoint from' in proc.stdout + proc.stderr
+
+
+def test_unknown_type_in_config_names_type_and_registry(tiny_cityscapes, tmp_path):
+    opts = data_options(tiny_cityscapes) + ['model.decode_head.type=LinearProbeHeadTypo']
+    proc = run_tool('train.py', CONFIG, '--work-dir', tmp_path, *opts, check=False)
+    assert proc.returncode != 0
+    assert 'LinearProbeHeadTypo is not in the mmseg::model registry' in proc.stderr
+
+
+def test_amp_without_gpu_is_a_clear_error(tiny_cityscapes, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip('this checks the CPU-only message')
+    proc = run_tool('train.py', CONFIG, '--work-dir', tmp_path, '--amp', *data_options(tiny_cityscapes), check=False)
+    assert proc.returncode != 0 and '--amp needs a CUDA device' in proc.stderr

@@ -1,0 +1,32 @@
+"""Train with the mmengine runner: mmseg- and mmdet-based configs alike.
+
+    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp] [--cfg-options k=v ...]
+    torchrun --nproc_per_node=N tools/train.py CONFIG --launcher pytorch
+"""
+import argparse
+
+from jetvit_mm.mm.launch import add_common_args, build_runner, enable_amp, load_config, set_resume
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Train a model with the mmengine runner')
+    parser.add_argument('config', help='train config file path')
+    parser.add_argument('--resume', nargs='?', const='auto', default=None,
+                        help='resume from CKPT, or from the latest checkpoint in the work dir if no CKPT is given')
+    parser.add_argument('--amp', action='store_true', help='automatic mixed precision training')
+    add_common_args(parser)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    cfg = load_config(args)
+    set_resume(cfg, args.resume)
+    if args.amp:
+        enable_amp(cfg)
+    runner = build_runner(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()
