@@ -11,12 +11,19 @@ CONFIGS = Path(__file__).parent / 'configs'
 SCOPES = {'mmseg': 'registry_mmseg.py', 'mmdet': 'registry_mmdet.py'}
 
 
-def scope_registry(scope: str):
-    if scope == 'mmseg':
-        from mmseg.registry import MODELS
-    else:
-        from mmdet.registry import MODELS
-    return MODELS
+def scope_registry(scope: str, kind: str = 'model'):
+    """The mmseg / mmdet registry of ``kind`` ('model', 'hook', ...)."""
+    import importlib
+
+    module = importlib.import_module(f'{scope}.registry')
+    return {'model': module.MODELS, 'hook': module.HOOKS, 'metric': module.METRICS, 'dataset': module.DATASETS,
+            'transform': module.TRANSFORMS, 'optimizer wrapper constructor': module.OPTIM_WRAPPER_CONSTRUCTORS}[kind]
+
+
+def kind_of(name: str) -> str:
+    from jetvit_mm.mm import registered_types
+
+    return next(kind for kind, names in registered_types().items() if name in names)
 
 
 def load(scope: str) -> Config:
@@ -26,21 +33,20 @@ def load(scope: str) -> Config:
     return cfg
 
 
-def test_every_registered_model_has_an_example():
+def test_every_registered_type_has_an_example():
     from jetvit_mm.mm import registered_types
 
-    registered = registered_types()['model']
-    assert 'LinearProbeHead' in registered
+    registered = sorted(name for names in registered_types().values() for name in names)
+    assert {'JetViT', 'LinearProbeHead', 'SupernetSamplerHook'} <= set(registered)
     assert sorted(load('mmseg').examples) == registered
 
 
 @pytest.mark.parametrize('scope', sorted(SCOPES))
 def test_registered_types_build_in_scope(scope):
     cfg = load(scope)
-    registry = scope_registry(scope)
     with DefaultScope.overwrite_default_scope(scope):
         for name, example in cfg.examples.items():
-            module = registry.build(example)
+            module = scope_registry(scope, kind_of(name)).build(example)
             assert type(module).__name__ == name
             assert type(module).__module__.startswith('jetvit_mm.')
 

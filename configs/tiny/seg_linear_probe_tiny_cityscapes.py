@@ -1,5 +1,5 @@
-# A tiny mmseg linear probe on generated Cityscapes-layout data (tests and the demo use it).
-# Real-data configs live in configs/jetvit/; this one runs in seconds on a CPU.
+# A tiny mmseg linear probe of a JetViT (DINOv3 architecture, random weights) on generated
+# Cityscapes-layout data: the tests and the demo use it; it runs in seconds on a CPU.
 _base_ = [
     'mmseg::_base_/datasets/cityscapes.py',
     'mmseg::_base_/default_runtime.py',
@@ -23,16 +23,15 @@ model = dict(
     type='EncoderDecoder',
     data_preprocessor=data_preprocessor,
     backbone=dict(
-        type='VisionTransformer',
-        img_size=crop_size,
-        patch_size=8,
-        embed_dims=embed_dim,
-        num_layers=2,
+        type='JetViT',
+        model_name='dinov3_vits16',
+        arch='LWLF',
+        embed_dim=embed_dim,
+        depth=4,
         num_heads=2,
-        mlp_ratio=2,
-        out_indices=(1, ),
-        final_norm=True,
-        interpolate_mode='bicubic'),
+        window_size=4,
+        checkpoint=None,
+        frozen=True),
     decode_head=dict(type='LinearProbeHead', in_channels=embed_dim, num_classes=num_classes),
     train_cfg=dict(),
     test_cfg=dict(mode='whole'))

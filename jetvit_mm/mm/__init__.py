@@ -4,8 +4,13 @@ Importing it registers every jetvit_mm type (see :mod:`jetvit_mm.mm.registry`)::
 
     custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
 """
+from .backbones import JetViT, JetViTSupernet
 from .checkpoint import enable_runner_checkpoint_loading, load_local_checkpoint
+from .distiller import FeatureDistiller
+from .hooks import SupernetSamplerHook
+from .necks import SimpleFeaturePyramid
 from .registry import registered_types
 from .seg_heads import LinearProbeHead
 
-__all__ = ['LinearProbeHead', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'registered_types']
+__all__ = ['FeatureDistiller', 'JetViT', 'JetViTSupernet', 'LinearProbeHead', 'SimpleFeaturePyramid',
+           'SupernetSamplerHook', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'registered_types']

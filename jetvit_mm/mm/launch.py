@@ -59,7 +59,9 @@ def build_runner(cfg: Config) -> Runner:
     enable_runner_checkpoint_loading()
     if cfg.launcher != 'none' and not torch.cuda.is_available():
         _init_cpu_process_group(cfg.launcher)
-        cfg.model_wrapper_cfg = dict(type='MMDistributedDataParallel', device_ids=None)
+        wrapper = dict(cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel'))
+        wrapper['device_ids'] = None  # CPU: DDP must not be given device ids
+        cfg.model_wrapper_cfg = wrapper
     if 'runner_type' in cfg:
         return RUNNERS.build(cfg)
     return Runner.from_cfg(cfg)

@@ -1,0 +1,17 @@
+# Supernet distillation of DINOv3-L: frozen teacher, Step-1 supernet student ({L, W} per layer), MSE on
+# the last layer after the final norm (what the linear probe reads). The student inherits every teacher
+# weight, so only the teacher checkpoint is given:
+#   --cfg-options model.teacher.checkpoint=/path/to/dinov3_vitl16_pretrain_lvd1689m-8aa4cbdd.pth
+backbone = dict(model_name='dinov3_vitl16', window_size=16, linear_cfg=dict(conv='squeeze', kernel_size=3))
+model = dict(
+    type='FeatureDistiller',
+    data_preprocessor=dict(
+        type='SegDataPreProcessor',
+        mean=[123.675, 116.28, 103.53],
+        std=[58.395, 57.12, 57.375],
+        bgr_to_rgb=True,
+        size_divisor=16),
+    teacher=dict(type='JetViT', checkpoint=None, **backbone),
+    student=dict(type='JetViTSupernet', search_space='LW', freeze_mlp=False, **backbone),
+    distill_indices=(-1, ),
+    loss='mse')

@@ -1,0 +1,59 @@
+"""Feature-distillation losses between lists of student and teacher token features ``[B, N, D]``."""
+from typing import Callable, Dict, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+
+
+def mse_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    return F.mse_loss(student, teacher)
+
+
+def smooth_l1_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    return F.smooth_l1_loss(student, teacher, beta=1.0)
+
+
+def cosine_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    return 1 - F.cosine_similarity(student, teacher, dim=-1).mean()
+
+
+def activation_matching_loss(student: torch.Tensor, teacher: torch.Tensor, max_tokens: Optional[int] = 1024,
+                             generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """ViT-Linearizer's activation matching: compare the token-token cosine-similarity maps.
+
+    Each map ``A[i, j] = cos(f_i, f_j)`` has its rows L2-normalised; the loss is ``1 - <A_t[i], A_s[i]>``
+    averaged over tokens. The maps are ``N x N``, so at most ``max_tokens`` tokens (a random subset, the same
+    for student and teacher) take part.
+    """
+    n = student.shape[1]
+    if max_tokens is not None and n > max_tokens:
+        keep = torch.randperm(n, generator=generator, device='cpu')[:max_tokens].to(student.device)
+        student, teacher = student[:, keep], teacher[:, keep]
+
+    def rows(x: torch.Tensor) -> torch.Tensor:
+        x = F.normalize(x.float(), dim=-1)
+        return F.normalize(x @ x.transpose(1, 2), dim=-1)
+
+    return (1 - (rows(student) * rows(teacher)).sum(-1)).mean()
+
+
+LOSSES: Dict[str, Callable[..., torch.Tensor]] = {
+    'mse': mse_loss,
+    'cosine': cosine_loss,
+    'smooth_l1': smooth_l1_loss,
+    'activation': activation_matching_loss,
+}
+
+
+def get_loss(name: str) -> Callable[..., torch.Tensor]:
+    if name not in LOSSES:
+        raise ValueError(f'unknown distillation loss {name!r}; valid: {", ".join(LOSSES)}')
+    return LOSSES[name]
+
+
+def distill_loss(name: str, students: Sequence[torch.Tensor], teachers: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Mean of ``name`` over matched feature pairs (one per distilled layer)."""
+    if len(students) != len(teachers) or not students:
+        raise ValueError(f'need matching non-empty feature lists, got {len(students)} and {len(teachers)}')
+    fn = get_loss(name)
+    return torch.stack([fn(s, t.detach()) for s, t in zip(students, teachers)]).mean()

@@ -1,0 +1,73 @@
+"""Feature distillation of a JetViT (supernet or fixed arch) from its frozen full-attention teacher."""
+from typing import Dict, List, Optional, Sequence, Union
+
+import torch
+from mmengine.model import BaseModel
+
+from jetvit_mm.distill import get_loss
+from jetvit_mm.distill.losses import distill_loss
+from jetvit_mm.models.jetvit import JetViT
+
+from .registry import MODELS
+
+
+@MODELS.register_module()
+class FeatureDistiller(BaseModel):
+    """Train ``student`` to reproduce ``teacher``'s features at ``distill_indices`` (after the final norm).
+
+    Works on images alone: the batch's labels, if any, are ignored. The teacher runs frozen in eval mode.
+    If the student config has no ``checkpoint``, the student starts from the teacher's weights (every
+    teacher weight, so ``--cfg-options model.teacher.checkpoint=...`` is all a user sets).
+
+    Args:
+        teacher: JetViT config of the teacher (its arch must be all F).
+        student: JetViT or JetViTSupernet config with the teacher's shapes.
+        distill_indices: layers to match (negative counts from the end): the last layer for a linear probe,
+            the four tapped layers for a DPT head.
+        loss: ``'mse'`` (default), ``'cosine'``, ``'smooth_l1'`` or ``'activation'`` (ViT-Linearizer).
+        loss_weight: multiplies the loss.
+        data_preprocessor: normalisation/padding (e.g. mmseg's ``SegDataPreProcessor``).
+    """
+
+    def __init__(self, teacher: dict, student: dict, distill_indices: Sequence[int] = (-1, ), loss: str = 'mse',
+                 loss_weight: float = 1.0, data_preprocessor: Optional[dict] = None,
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        get_loss(loss)  # fail at build time on a bad name
+        self.loss_name = loss
+        self.loss_weight = loss_weight
+        self.teacher: JetViT = MODELS.build(dict(teacher, frozen=True))
+        if set(self.teacher.arch) != {'F'}:
+            raise ValueError(f'the teacher must be all full attention, got arch {self.teacher.arch!r}')
+        inherit_from_teacher = student.get('checkpoint') is None
+        self.student: JetViT = MODELS.build(student)
+        for attr in ('embed_dim', 'depth', 'num_heads', 'patch_size', 'num_prefix_tokens'):
+            if getattr(self.teacher, attr) != getattr(self.student, attr):
+                raise ValueError(f'teacher and student differ in {attr}: {getattr(self.teacher, attr)} vs '
+                                 f'{getattr(self.student, attr)}')
+        self.distill_indices = self.student._normalise_indices(distill_indices)
+        if inherit_from_teacher:
+            self.student.load_jetvit_state_dict(self.teacher.state_dict(), source='teacher weights')
+            if getattr(self.student, 'inherit', 'all') == 'mlp':
+                self.student.reset_efficient_mixers()
+
+    def init_weights(self) -> None:
+        """Weights come from checkpoints and the teacher, not from init configs."""
+
+    def extract_feat(self, model: JetViT, inputs: torch.Tensor) -> List[torch.Tensor]:
+        return model.forward_intermediates(inputs, self.distill_indices, norm=True, output_fmt='NLC')
+
+    def loss(self, inputs: torch.Tensor) -> Dict[str, torch.Tensor]:
+        with torch.no_grad():
+            targets = self.extract_feat(self.teacher, inputs)
+        features = self.extract_feat(self.student, inputs)
+        return dict(loss_distill=self.loss_weight * distill_loss(self.loss_name, features, targets))
+
+    def forward(self, inputs: torch.Tensor, data_samples: Optional[list] = None,
+                mode: str = 'tensor') -> Union[Dict[str, torch.Tensor], List[torch.Tensor]]:
+        if mode == 'loss':
+            return self.loss(inputs)
+        if mode == 'tensor':
+            return self.extract_feat(self.student, inputs)
+        raise ValueError(f'FeatureDistiller supports mode "loss" and "tensor", not {mode!r}: it makes no task '
+                         'predictions; evaluate the student with a task head (tools/search.py, tools/test.py)')

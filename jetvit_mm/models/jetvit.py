@@ -1,0 +1,284 @@
+"""JetViT: a DINOv3 / DINOv2 teacher whose per-layer attention is chosen by an arch string."""
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import timm
+import torch
+from timm.layers import LayerScale
+from torch import nn
+
+from .checkpoints import read_state_dict, to_jetvit_names
+from .mixers import build_mixer, validate_arch
+from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
+from .variants import get_variant
+
+INHERIT = ('all', 'mlp')
+TEACHER_ATTN_PARAMS = ('qkv.weight', 'qkv.bias', 'proj.weight', 'proj.bias')
+
+
+class JetBlock(nn.Module):
+    """Pre-norm transformer block with LayerScale whose attention is a JetViT token mixer."""
+
+    def __init__(self, norm1: nn.Module, attn: nn.Module, ls1: nn.Module, drop_path1: nn.Module,
+                 norm2: nn.Module, mlp: nn.Module, ls2: nn.Module, drop_path2: nn.Module) -> None:
+        super().__init__()
+        self.norm1, self.attn, self.ls1, self.drop_path1 = norm1, attn, ls1, drop_path1
+        self.norm2, self.mlp, self.ls2, self.drop_path2 = norm2, mlp, ls2, drop_path2
+
+    def forward(self, x: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor] = None):
+        x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), grid_size, rope)))
+        return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
+
+
+def _layer_scale(block: nn.Module, index: int) -> nn.Module:
+    """timm ViT blocks own ``ls1``/``ls2``; timm Eva blocks own ``gamma_1``/``gamma_2`` parameters."""
+    if hasattr(block, f'ls{index}'):
+        return getattr(block, f'ls{index}')
+    gamma = getattr(block, f'gamma_{index}')
+    if gamma is None:
+        return nn.Identity()
+    layer = LayerScale(gamma.shape[0])
+    layer.gamma.data.copy_(gamma.data)
+    return layer
+
+
+def _copy_teacher_attention(mixer: nn.Module, attn: nn.Module) -> None:
+    """Give ``mixer`` the timm attention's q/k/v/o (timm's Eva keeps q/v biases apart, k bias fixed to 0)."""
+    with torch.no_grad():
+        mixer.qkv.weight.copy_(attn.qkv.weight)
+        if mixer.qkv.bias is not None:
+            if getattr(attn, 'q_bias', None) is not None:
+                mixer.qkv.bias.copy_(torch.cat([attn.q_bias, torch.zeros_like(attn.q_bias), attn.v_bias]))
+            elif attn.qkv.bias is not None:
+                mixer.qkv.bias.copy_(attn.qkv.bias)
+            else:
+                mixer.qkv.bias.zero_()
+        mixer.proj.load_state_dict(attn.proj.state_dict())
+
+
+class JetViT(nn.Module):
+    """A teacher ViT from timm (DINOv3 or DINOv2) with one token mixer per layer: ``arch`` = 'L'/'W'/'F' letters.
+
+    ``arch='F' * depth`` (the default) is the teacher itself. Every teacher weight loads into every
+    mixer (they share ``qkv``/``proj``); only the linear mixer's conv/generator parameters are new.
+
+    Args:
+        model_name: one of :data:`~jetvit_mm.models.variants.VARIANTS` (``dinov3_vitb16``, ``dinov2_vitl14``, ...).
+        arch: one letter per layer from L (linear), W (window), F (full attention).
+        checkpoint: local weights in any supported format (official DINOv3, timm, Hugging Face DINOv3,
+            DepthAnythingV2, JetViT's own), loaded strictly and safely.
+        inherit: ``'all'`` keeps the checkpoint's q/k/v/o in every mixer; ``'mlp'`` re-initialises them in
+            non-F layers (the paper's comparison).
+        out_indices: layers whose outputs ``forward`` returns (negative counts from the end); default: the
+            last layer for DINOv3, DepthAnythingV2's tapped layers for DINOv2.
+        window_size: W mixers' window, in patches.
+        linear_cfg: L mixers' options (``conv``, ``kernel_size``, ``reduction``, ``focusing``, ...).
+        frozen: no gradients and always eval mode (linear probing).
+        drop_path_rate: stochastic depth, linear over depth.
+        embed_dim, depth, num_heads: overrides for small models.
+        qkv_bias: override the variant's qkv bias (DINOv3 S/B/L in timm: False, their biases are zero).
+        pos_embed_interp: DINOv2 position embeddings for other grids: ``'dinov2'`` (original/DepthAnythingV2
+            convention) or ``'timm'``.
+    """
+
+    def __init__(
+            self,
+            model_name: str = 'dinov3_vitb16',
+            arch: Optional[str] = None,
+            checkpoint: Optional[Union[str, Path]] = None,
+            inherit: str = 'all',
+            out_indices: Optional[Sequence[int]] = None,
+            window_size: int = 16,
+            linear_cfg: Optional[dict] = None,
+            frozen: bool = False,
+            drop_path_rate: float = 0.,
+            embed_dim: Optional[int] = None,
+            depth: Optional[int] = None,
+            num_heads: Optional[int] = None,
+            qkv_bias: Optional[bool] = None,
+            pos_embed_interp: str = 'dinov2',
+    ) -> None:
+        super().__init__()
+        variant = get_variant(model_name)
+        if inherit not in INHERIT:
+            raise ValueError(f'unknown inherit {inherit!r}; valid: {", ".join(INHERIT)}')
+        if pos_embed_interp not in POS_EMBED_INTERP:
+            raise ValueError(f'unknown pos_embed_interp {pos_embed_interp!r}; valid: {", ".join(POS_EMBED_INTERP)}')
+        overrides = {k: v for k, v in dict(embed_dim=embed_dim, depth=depth, num_heads=num_heads,
+                                            qkv_bias=qkv_bias).items() if v is not None}
+        teacher = timm.create_model(variant.timm_name, pretrained=False, num_classes=0, dynamic_img_size=True,
+                                    drop_path_rate=drop_path_rate, **overrides)
+        self.build_args = dict(model_name=model_name, out_indices=out_indices, window_size=window_size,
+                               linear_cfg=linear_cfg, drop_path_rate=drop_path_rate, embed_dim=embed_dim, depth=depth,
+                               num_heads=num_heads, qkv_bias=qkv_bias, pos_embed_interp=pos_embed_interp)
+        self.model_name = model_name
+        self.family = variant.family
+        self.embed_dim = teacher.embed_dim
+        self.depth = len(teacher.blocks)
+        self.num_heads = teacher.blocks[0].attn.num_heads
+        self.patch_size = variant.patch_size
+        self.num_prefix_tokens = teacher.num_prefix_tokens
+        self.arch = validate_arch(arch if arch is not None else 'F' * self.depth, self.depth)
+        self.inherit = inherit
+        self.pos_embed_interp = pos_embed_interp
+        self.frozen = frozen
+        self.out_indices = self._normalise_indices(
+            out_indices if out_indices is not None else variant.out_indices_for(self.depth))
+
+        self.patch_embed = teacher.patch_embed
+        self.cls_token = teacher.cls_token
+        self.reg_token = teacher.reg_token
+        self.pos_embed = teacher.pos_embed
+        self.rope = teacher.rope if variant.family == 'dinov3' else None
+        teacher_attn = teacher.blocks[0].attn
+        self.qkv_bias = teacher_attn.qkv.bias is not None or getattr(teacher_attn, 'q_bias', None) is not None
+        mixer_args = dict(dim=self.embed_dim, num_heads=self.num_heads, qkv_bias=self.qkv_bias,
+                          num_prefix_tokens=self.num_prefix_tokens, rotate_half=variant.family == 'dinov3',
+                          window_size=window_size, linear_cfg=linear_cfg)
+        blocks = []
+        for letter, block in zip(self.arch, teacher.blocks):
+            mixer = build_mixer(letter, **mixer_args)
+            _copy_teacher_attention(mixer, block.attn)
+            blocks.append(JetBlock(block.norm1, mixer, _layer_scale(block, 1), block.drop_path1,
+                                   block.norm2, block.mlp, _layer_scale(block, 2), block.drop_path2))
+        self.blocks = nn.ModuleList(blocks)
+        self.norm = teacher.norm
+        self.mixer_args = mixer_args
+
+        if checkpoint is not None:
+            self.load_checkpoint(checkpoint)
+        if inherit == 'mlp':
+            self.reset_efficient_mixers()
+        if frozen:
+            self.requires_grad_(False)
+            self.eval()
+
+    # ------------------------------------------------------------------ helpers
+    def _normalise_indices(self, indices: Sequence[int]) -> Tuple[int, ...]:
+        out = []
+        for i in indices:
+            j = i + self.depth if i < 0 else i
+            if not 0 <= j < self.depth:
+                raise ValueError(f'out index {i} out of range for a {self.depth}-layer model')
+            out.append(j)
+        return tuple(out)
+
+    def new_parameter_names(self) -> List[str]:
+        """Parameters a teacher checkpoint does not have: the L mixers' conv / kernel generator."""
+        names = []
+        for name, _ in self.named_parameters():
+            parts = name.split('.')
+            if parts[0] != 'blocks' or parts[2] != 'attn':
+                continue
+            rest = parts[5:] if parts[3] == 'candidates' else parts[3:]  # supernet: attn.candidates.<letter>.*
+            if '.'.join(rest) not in TEACHER_ATTN_PARAMS:
+                names.append(name)
+        return names
+
+    def reset_efficient_mixers(self) -> None:
+        """Re-initialise q/k/v/o of every non-F layer (``inherit='mlp'``): trunc-normal(0.02) weights, zero biases."""
+        for letter, block in zip(self.arch, self.blocks):
+            if letter == 'F':
+                continue
+            for layer in (block.attn.qkv, block.attn.proj):
+                nn.init.trunc_normal_(layer.weight, std=.02)
+                if layer.bias is not None:
+                    nn.init.zeros_(layer.bias)
+
+    def train(self, mode: bool = True) -> 'JetViT':
+        return super().train(mode and not self.frozen)
+
+    # ------------------------------------------------------------------ weights
+    def load_checkpoint(self, path: Union[str, Path]) -> str:
+        """Load teacher or JetViT weights from ``path`` strictly; returns the detected format."""
+        state, fmt = to_jetvit_names(read_state_dict(path))
+        self.load_jetvit_state_dict(state, source=f'{path} ({fmt} format)')
+        return fmt
+
+    def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict') -> None:
+        """Strict load of JetViT-named weights; the L mixers' new parameters may be absent (kept as initialised)."""
+        own = self.state_dict()
+        state = dict(state)
+        if not self.qkv_bias:  # timm's DINOv3 S/B/L have no qkv bias; checkpoints may carry all-zero ones
+            self._drop_zero_qkv_biases(state, source)
+        new_params = set(self.new_parameter_names())
+        missing = sorted(k for k in own if k not in state and k not in new_params)
+        unexpected = sorted(k for k in state if k not in own)
+        wrong_shape = sorted(f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
+                             for k, v in state.items() if k in own and v.shape != own[k].shape)
+        if missing or unexpected or wrong_shape:
+            lines = [f'cannot load {source} into JetViT({self.model_name}, embed_dim={self.embed_dim}, '
+                     f'depth={self.depth}, num_heads={self.num_heads})']
+            for title, keys in (('missing keys', missing), ('unexpected keys', unexpected),
+                                ('shape mismatches', wrong_shape)):
+                if keys:
+                    shown = ', '.join(keys[:12]) + (f', ... ({len(keys)} in all)' if len(keys) > 12 else '')
+                    lines.append(f'{title}: {shown}')
+            raise RuntimeError('\n'.join(lines))
+        self.load_state_dict(state, strict=False)
+
+    def _drop_zero_qkv_biases(self, state: Dict[str, torch.Tensor], source: str) -> None:
+        for key in [k for k in state if re.fullmatch(r'blocks\.(\d+)\.attn\.qkv\.bias', k)]:
+            if int(key.split('.')[1]) >= self.depth:
+                continue  # a layer this model lacks: reported as unexpected
+            if state[key].abs().max() > 0:
+                raise ValueError(f'{source}: {key} is non-zero but this model has no qkv bias; '
+                                 f'build it with qkv_bias=True')
+            del state[key]
+
+    # ------------------------------------------------------------------ forward
+    def _grid(self, x: torch.Tensor) -> Tuple[int, int]:
+        if x.dim() != 4:
+            raise ValueError(f'expected an image batch [B, C, H, W], got shape {tuple(x.shape)}')
+        H, W = x.shape[-2:]
+        if H % self.patch_size or W % self.patch_size:
+            raise ValueError(f'input size {H}x{W} is not a multiple of the patch size {self.patch_size}; '
+                             f'pad or resize it (e.g. mmseg/mmdet data_preprocessor size_divisor={self.patch_size})')
+        return H // self.patch_size, W // self.patch_size
+
+    def prepare_tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int], Optional[torch.Tensor]]:
+        """Patch embedding + prefix tokens (+ position embedding); returns tokens, grid and RoPE."""
+        grid = self._grid(x)
+        x = self.patch_embed(x).flatten(1, 2)  # NHWC -> [B, h*w, D]
+        prefix = [self.cls_token.expand(x.shape[0], -1, -1)]
+        if self.reg_token is not None:
+            prefix.append(self.reg_token.expand(x.shape[0], -1, -1))
+        x = torch.cat(prefix + [x], dim=1)
+        if self.pos_embed is not None:
+            x = x + resize_pos_embed(self.pos_embed, grid, 1, self.pos_embed_interp)
+        rope = self.rope.get_embed(shape=grid) if self.rope is not None else None
+        return x, grid, rope
+
+    def forward_intermediates(self, x: torch.Tensor, indices: Optional[Sequence[int]] = None, norm: bool = True,
+                              output_fmt: str = 'NCHW', return_prefix_tokens: bool = False):
+        """Outputs of the layers in ``indices`` (default ``out_indices``), as timm's ``forward_intermediates``.
+
+        ``norm`` applies the final LayerNorm to each; ``output_fmt`` is ``'NCHW'`` or ``'NLC'`` (patch tokens).
+        With ``return_prefix_tokens`` each item is ``(map, prefix tokens)``.
+        """
+        if output_fmt not in ('NCHW', 'NLC'):
+            raise ValueError(f'unknown output_fmt {output_fmt!r}; valid: NCHW, NLC')
+        take = self._normalise_indices(indices) if indices is not None else self.out_indices
+        x, grid, rope = self.prepare_tokens(x)
+        outputs = {}
+        for i, block in enumerate(self.blocks[:max(take) + 1]):
+            x = block(x, grid, rope)
+            if i in take:
+                y = self.norm(x) if norm else x
+                prefix, patches = y[:, :self.num_prefix_tokens], y[:, self.num_prefix_tokens:]
+                if output_fmt == 'NCHW':
+                    patches = patches.transpose(1, 2).reshape(x.shape[0], -1, *grid)
+                outputs[i] = (patches, prefix) if return_prefix_tokens else patches
+        return [outputs[i] for i in take]
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """All tokens after the last block and the final norm, ``[B, prefix + h*w, D]``."""
+        x, grid, rope = self.prepare_tokens(x)
+        for block in self.blocks:
+            x = block(x, grid, rope)
+        return self.norm(x)
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """NCHW maps of ``out_indices`` after the final norm, prefix tokens removed."""
+        return tuple(self.forward_intermediates(x))

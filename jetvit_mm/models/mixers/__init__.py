@@ -1,0 +1,83 @@
+"""Token mixers, one letter each: F (full attention), W (window attention), L (linear attention + conv on V).
+
+Every mixer owns the teacher attention's ``qkv`` and ``proj`` Linears and is called as
+``mixer(x, grid_size, rope=None)``. The letter-to-class lookup lives here and nowhere else.
+"""
+import inspect
+from typing import Any, Dict, Optional, Type
+
+from torch import nn
+
+from .full import FullAttention
+from .linear import LinearAttention
+from .squeeze_conv import CONV_VARIANTS, SqueezeDynamicConv, StaticDepthwiseConv, TokenDynamicConv
+from .window import WindowAttention
+
+MIXERS: Dict[str, Type[nn.Module]] = {'F': FullAttention, 'W': WindowAttention, 'L': LinearAttention}
+_COMMON_ARGS = ('dim', 'num_heads', 'qkv_bias', 'proj_bias', 'num_prefix_tokens', 'rotate_half', 'attn_drop',
+                'proj_drop')
+LINEAR_CFG_KEYS = tuple(p for p in inspect.signature(LinearAttention.__init__).parameters
+                        if p not in ('self',) + _COMMON_ARGS)
+
+
+def _valid_letters() -> str:
+    return ', '.join(repr(letter) for letter in sorted(MIXERS))
+
+
+def get_mixer_cls(letter: str) -> Type[nn.Module]:
+    """The mixer class for one arch letter; ValueError naming the letter and the valid ones otherwise."""
+    if letter not in MIXERS:
+        raise ValueError(f'unknown mixer letter {letter!r}; valid letters: {_valid_letters()}')
+    return MIXERS[letter]
+
+
+def validate_arch(arch: str, depth: Optional[int] = None) -> str:
+    """Check an arch string (one letter per layer) and return it unchanged."""
+    if not isinstance(arch, str) or not arch:
+        raise ValueError(f'arch must be a non-empty string of mixer letters ({_valid_letters()}), got {arch!r}')
+    if depth is not None and len(arch) != depth:
+        raise ValueError(f'arch {arch!r} has {len(arch)} letters, expected one per layer: {depth}')
+    bad = [(i, letter) for i, letter in enumerate(arch) if letter not in MIXERS]
+    if bad:
+        where = ', '.join(f'{letter!r} at layer {i}' for i, letter in bad)
+        raise ValueError(f'arch {arch!r} has invalid letter(s): {where}; valid letters: {_valid_letters()}')
+    return arch
+
+
+def build_mixer(
+        letter: str,
+        dim: int,
+        num_heads: int,
+        qkv_bias: bool = True,
+        proj_bias: bool = True,
+        num_prefix_tokens: int = 1,
+        rotate_half: bool = True,
+        attn_drop: float = 0.,
+        proj_drop: float = 0.,
+        window_size: int = 16,
+        linear_cfg: Optional[Dict[str, Any]] = None,
+) -> nn.Module:
+    """Build the mixer for ``letter``; ``window_size`` goes to W only, ``linear_cfg`` to L only.
+
+    ``linear_cfg`` keys are checked whatever the letter (TypeError naming unknown keys), so a typo never hides
+    behind an arch without L layers.
+    """
+    linear_cfg = dict(linear_cfg or {})
+    unknown = sorted(set(linear_cfg) - set(LINEAR_CFG_KEYS))
+    if unknown:
+        raise TypeError(f'unknown linear_cfg key(s) {unknown}; valid keys: {list(LINEAR_CFG_KEYS)}')
+    cls = get_mixer_cls(letter)
+    common = dict(dim=dim, num_heads=num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias,
+                  num_prefix_tokens=num_prefix_tokens, rotate_half=rotate_half, attn_drop=attn_drop,
+                  proj_drop=proj_drop)
+    if cls is WindowAttention:
+        return WindowAttention(**common, window_size=window_size)
+    if cls is LinearAttention:
+        return LinearAttention(**common, **linear_cfg)
+    return cls(**common)
+
+
+__all__ = [
+    'CONV_VARIANTS', 'LINEAR_CFG_KEYS', 'MIXERS', 'FullAttention', 'LinearAttention', 'SqueezeDynamicConv',
+    'StaticDepthwiseConv', 'TokenDynamicConv', 'WindowAttention', 'build_mixer', 'get_mixer_cls', 'validate_arch',
+]

@@ -1,0 +1,112 @@
+"""ReLU linear attention plus a depthwise conv on V: the 'L' mixer (the JetViT block)."""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .rope import check_num_tokens, rotate_patch_tokens
+from .squeeze_conv import build_value_conv
+
+
+def focused_relu(x: torch.Tensor, power: float, eps: float) -> torch.Tensor:
+    """FLatten's focused feature map: ``relu(x) + eps`` raised to ``power``, rescaled to keep its norm.
+
+    The power is taken of ``x / max(x)`` (scale-free in value), so large inputs cannot overflow.
+    """
+    x = F.relu(x) + eps
+    norm = x.norm(dim=-1, keepdim=True)
+    x = (x / x.amax(dim=-1, keepdim=True)) ** power
+    return x * (norm / x.norm(dim=-1, keepdim=True))
+
+
+class LinearAttention(nn.Module):
+    """Kernelised (ReLU) linear attention, global over all tokens, plus ``conv(V)`` on the patch grid.
+
+    Per head ``o_i = phi(q_i) S / (phi(q_i) z + eps)`` with ``S = sum_j phi(k_j)^T v_j`` and ``z = sum_j phi(k_j)``,
+    computed in fp32. Prefix tokens are ordinary tokens. With ``rope`` and ``rope_numerator`` the numerator uses
+    RoPE-rotated ``phi`` of the patch tokens and the denominator the un-rotated ones (MLLA). The conv term
+    (``conv`` in 'squeeze', 'static', 'token', 'none') is added to the patch tokens only, before ``proj``.
+
+    There is no attention matrix to drop out, so ``attn_drop`` must be 0.
+    """
+
+    def __init__(
+            self,
+            dim: int,
+            num_heads: int,
+            qkv_bias: bool = True,
+            proj_bias: bool = True,
+            num_prefix_tokens: int = 1,
+            rotate_half: bool = True,
+            attn_drop: float = 0.,
+            proj_drop: float = 0.,
+            conv: str = 'squeeze',
+            kernel_size: int = 3,
+            reduction: int = 8,
+            focusing: Optional[float] = None,
+            rope_numerator: bool = True,
+            eps: float = 1e-6,
+    ) -> None:
+        super().__init__()
+        if dim % num_heads != 0:
+            raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
+        if attn_drop != 0.:
+            raise ValueError(f'LinearAttention has no attention matrix to drop out: attn_drop must be 0, '
+                             f'got {attn_drop}')
+        if focusing is not None and focusing <= 0:
+            raise ValueError(f'focusing must be a positive power or None, got {focusing}')
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.num_prefix_tokens = num_prefix_tokens
+        self.rotate_half = rotate_half
+        self.focusing = focusing
+        self.rope_numerator = rope_numerator
+        self.eps = eps
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        self.conv = build_value_conv(conv, dim, kernel_size, reduction)
+        self.proj = nn.Linear(dim, dim, bias=proj_bias)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """phi: ReLU, or FLatten's focused ReLU when ``focusing`` is set."""
+        if self.focusing is None:
+            return F.relu(x)
+        return focused_relu(x, self.focusing, self.eps)
+
+    def linear_attention(
+            self,
+            q: torch.Tensor,
+            k: torch.Tensor,
+            v: torch.Tensor,
+            rope: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """Normalised linear attention on ``[B, H, N, head_dim]`` tensors, in fp32 (autocast off); returns fp32."""
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            q, k, v = self.feature_map(q.float()), self.feature_map(k.float()), v.float()
+            denominator = q @ k.sum(dim=2, keepdim=True).transpose(-2, -1)  # [B, H, N, 1]
+            if rope is not None and self.rope_numerator:
+                q = rotate_patch_tokens(q, rope.float(), self.num_prefix_tokens, self.rotate_half)
+                k = rotate_patch_tokens(k, rope.float(), self.num_prefix_tokens, self.rotate_half)
+            numerator = q @ (k.transpose(-2, -1) @ v)  # [B, H, N, head_dim]
+            return numerator / (denominator + self.eps)
+
+    def forward(
+            self,
+            x: torch.Tensor,
+            grid_size: Tuple[int, int],
+            rope: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """Mix ``x`` (``[B, N, D]``); ``rope`` is ``(h * w, 2 * head_dim)`` or None."""
+        B, N, D = x.shape
+        P = self.num_prefix_tokens
+        check_num_tokens(N, P, grid_size)
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        out = self.linear_attention(q, k, v, rope).transpose(1, 2).reshape(B, N, D).to(x.dtype)
+        if self.conv is not None:
+            h, w = grid_size
+            v_grid = qkv[:, P:, 2].reshape(B, h, w, D).permute(0, 3, 1, 2)
+            conv = self.conv(v_grid).flatten(2).transpose(1, 2)  # [B, h * w, D]
+            out = torch.cat([out[:, :P], out[:, P:] + conv], dim=1)
+        return self.proj_drop(self.proj(out))

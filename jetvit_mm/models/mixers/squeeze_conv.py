@@ -1,0 +1,118 @@
+"""Depthwise convolutions on the value grid for the linear mixer: static, squeeze-dynamic and token-dynamic.
+
+Every variant maps ``v`` of shape ``[B, D, h, w]`` to ``[B, D, h, w]`` with one ``k x k`` kernel per channel, zero
+padding and no bias (a conv bias would shift only the patch tokens, and the dynamic variants generate kernels only).
+
+Init: the static kernel is ``trunc_normal(std=0.02)`` (small, no identity/dirac term, so the conv branch only
+slightly perturbs the inherited attention output). The dynamic variants hold that static kernel in the bias of their
+generator's last Linear and zero that Linear's weight, so at init they equal the static conv exactly. The first
+generator Linear keeps a small random init: were it zero as well, its output (and with it every generator gradient)
+would be zero forever, and the dynamic conv would never leave the static one.
+"""
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from timm.layers import trunc_normal_
+from torch import nn
+
+STATIC_KERNEL_STD = 0.02
+CONV_VARIANTS = ('squeeze', 'static', 'token', 'none')
+
+
+def _check_kernel_size(kernel_size: int) -> None:
+    if kernel_size < 1 or kernel_size % 2 == 0:
+        raise ValueError(f'kernel_size must be odd and >= 1 (same-size output), got {kernel_size}')
+
+
+class StaticDepthwiseConv(nn.Module):
+    """Depthwise ``k x k`` conv on the value grid, one learned kernel per channel ('static')."""
+
+    def __init__(self, dim: int, kernel_size: int = 3) -> None:
+        super().__init__()
+        _check_kernel_size(kernel_size)
+        self.kernel_size = kernel_size
+        self.weight = nn.Parameter(torch.empty(dim, 1, kernel_size, kernel_size))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        trunc_normal_(self.weight, std=STATIC_KERNEL_STD)
+
+    def forward(self, v: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(v, self.weight, padding=self.kernel_size // 2, groups=v.shape[1])
+
+
+class _KernelGenerator(nn.Module):
+    """Linear(D, D / r, no bias) -> SiLU -> Linear(D / r, D * k * k); last weight zero, last bias = static kernel."""
+
+    def __init__(self, dim: int, kernel_size: int, reduction: int) -> None:
+        super().__init__()
+        if reduction < 1:
+            raise ValueError(f'reduction must be >= 1, got {reduction}')
+        hidden = max(1, dim // reduction)
+        self.fc1 = nn.Linear(dim, hidden, bias=False)
+        self.act = nn.SiLU()
+        self.fc2 = nn.Linear(hidden, dim * kernel_size * kernel_size)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        trunc_normal_(self.fc1.weight, std=STATIC_KERNEL_STD)
+        nn.init.zeros_(self.fc2.weight)
+        trunc_normal_(self.fc2.bias, std=STATIC_KERNEL_STD)
+
+    def forward(self, g: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(g)))
+
+
+class SqueezeDynamicConv(_KernelGenerator):
+    """Squeeze Dynamic Convolution: one depthwise kernel per image and channel, generated from the mean of V."""
+
+    def __init__(self, dim: int, kernel_size: int = 3, reduction: int = 8) -> None:
+        _check_kernel_size(kernel_size)
+        super().__init__(dim, kernel_size, reduction)
+        self.kernel_size = kernel_size
+
+    def static_kernel(self) -> torch.Tensor:
+        """The kernel used at init, ``[D, 1, k, k]`` (a view of the last generator bias)."""
+        k = self.kernel_size
+        return self.fc2.bias.view(-1, 1, k, k)
+
+    def forward(self, v: torch.Tensor) -> torch.Tensor:
+        B, D, h, w = v.shape
+        k = self.kernel_size
+        kernels = super().forward(v.mean(dim=(2, 3)))  # [B, D * k * k]
+        # images side by side as channels of one image, in channels-last layout: a view (no copy) when B == 1 and v
+        # comes from tokens, and the layout the fast depthwise kernels take (NCHW here is ~20x slower on CPU)
+        v = v.permute(2, 3, 0, 1).reshape(1, h, w, B * D).permute(0, 3, 1, 2)
+        out = F.conv2d(v, kernels.reshape(B * D, 1, k, k), padding=k // 2, groups=B * D)
+        return out.permute(0, 2, 3, 1).reshape(h, w, B, D).permute(2, 3, 0, 1)
+
+
+class TokenDynamicConv(_KernelGenerator):
+    """Token-wise dynamic conv: a depthwise kernel per token from that token's V (slow by design, for Table 1)."""
+
+    def __init__(self, dim: int, kernel_size: int = 3, reduction: int = 8) -> None:
+        _check_kernel_size(kernel_size)
+        super().__init__(dim, kernel_size, reduction)
+        self.kernel_size = kernel_size
+
+    def forward(self, v: torch.Tensor) -> torch.Tensor:
+        B, D, h, w = v.shape
+        kk = self.kernel_size ** 2
+        kernels = super().forward(v.flatten(2).transpose(1, 2))  # [B, h * w, D * k * k]
+        kernels = kernels.reshape(B, h * w, D, kk).permute(0, 2, 3, 1)  # [B, D, k * k, h * w]
+        patches = F.unfold(v, self.kernel_size, padding=self.kernel_size // 2).reshape(B, D, kk, h * w)
+        return (patches * kernels).sum(dim=2).reshape(B, D, h, w)
+
+
+def build_value_conv(conv: str, dim: int, kernel_size: int = 3, reduction: int = 8) -> Optional[nn.Module]:
+    """The conv-on-V module for ``conv`` in ``CONV_VARIANTS``; None for ``'none'``."""
+    if conv == 'squeeze':
+        return SqueezeDynamicConv(dim, kernel_size, reduction)
+    if conv == 'static':
+        return StaticDepthwiseConv(dim, kernel_size)
+    if conv == 'token':
+        return TokenDynamicConv(dim, kernel_size, reduction)
+    if conv == 'none':
+        return None
+    raise ValueError(f'unknown conv {conv!r}; valid: {", ".join(repr(c) for c in CONV_VARIANTS)}')

@@ -1,0 +1,115 @@
+"""Window attention with global prefix tokens: the 'W' mixer."""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .rope import check_num_tokens, rotate_patch_tokens
+
+
+def window_partition(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
+    """Split patch tokens ``[B, H, h * w, C]`` into zero-padded windows ``[B * num_windows, H, wh * ww, C]``."""
+    B, H, _, C = x.shape
+    (h, w), (wh, ww) = grid_size, window
+    nh, nw = -(-h // wh), -(-w // ww)
+    x = F.pad(x.reshape(B, H, h, w, C), (0, 0, 0, nw * ww - w, 0, nh * wh - h))
+    x = x.reshape(B, H, nh, wh, nw, ww, C).permute(0, 2, 4, 1, 3, 5, 6)
+    return x.reshape(B * nh * nw, H, wh * ww, C)
+
+
+def window_merge(x: torch.Tensor, batch: int, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
+    """Inverse of :func:`window_partition`, heads merged into channels: ``[B, h * w, H * C]``, padding dropped."""
+    _, H, _, C = x.shape
+    (h, w), (wh, ww) = grid_size, window
+    nh, nw = -(-h // wh), -(-w // ww)
+    x = x.reshape(batch, nh, nw, H, wh, ww, C).permute(0, 1, 4, 2, 5, 3, 6)
+    x = x.reshape(batch, nh * wh, nw * ww, H * C)[:, :h, :w]
+    return x.reshape(batch, h * w, H * C)
+
+
+class WindowAttention(nn.Module):
+    """Softmax attention in non-overlapping ``window_size`` x ``window_size`` patch windows.
+
+    Patch queries see their window's patches plus all prefix tokens; prefix queries see all tokens. RoPE is applied
+    on the full grid before windowing, so every token keeps its global position. Grids that are not a multiple of
+    the window are zero-padded and the padded keys masked out. A grid side shorter than the window uses one window
+    of that side's length (the same result as padding, without the wasted work).
+    """
+
+    def __init__(
+            self,
+            dim: int,
+            num_heads: int,
+            qkv_bias: bool = True,
+            proj_bias: bool = True,
+            num_prefix_tokens: int = 1,
+            rotate_half: bool = True,
+            attn_drop: float = 0.,
+            proj_drop: float = 0.,
+            window_size: int = 16,
+    ) -> None:
+        super().__init__()
+        if dim % num_heads != 0:
+            raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
+        if window_size < 1:
+            raise ValueError(f'window_size must be >= 1, got {window_size}')
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.num_prefix_tokens = num_prefix_tokens
+        self.rotate_half = rotate_half
+        self.window_size = window_size
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim, bias=proj_bias)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def _key_mask(
+            self,
+            batch: int,
+            grid_size: Tuple[int, int],
+            window: Tuple[int, int],
+            device: torch.device,
+    ) -> Optional[torch.Tensor]:
+        """Boolean key mask ``[B * num_windows, 1, 1, P + wh * ww]`` (True = attend), None without padding."""
+        (h, w), (wh, ww) = grid_size, window
+        if h % wh == 0 and w % ww == 0:
+            return None
+        valid = torch.ones(1, 1, h * w, 1, dtype=torch.bool, device=device)
+        valid = window_partition(valid, grid_size, window)[:, 0, :, 0]  # padding is False
+        prefix = valid.new_ones(valid.shape[0], self.num_prefix_tokens)
+        mask = torch.cat([prefix, valid], dim=1)
+        return mask.repeat(batch, 1)[:, None, None, :]
+
+    def forward(
+            self,
+            x: torch.Tensor,
+            grid_size: Tuple[int, int],
+            rope: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """Mix ``x`` (``[B, N, D]``) with window attention; ``rope`` is ``(h * w, 2 * head_dim)`` or None."""
+        B, N, D = x.shape
+        P = self.num_prefix_tokens
+        check_num_tokens(N, P, grid_size)
+        h, w = grid_size
+        window = (min(self.window_size, h), min(self.window_size, w))
+        dropout_p = self.attn_drop.p if self.training else 0.
+
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        if rope is not None:
+            q = rotate_patch_tokens(q, rope, P, self.rotate_half)
+            k = rotate_patch_tokens(k, rope, P, self.rotate_half)
+
+        q_win, k_win, v_win = (window_partition(t[:, :, P:], grid_size, window) for t in (q, k, v))
+        if P > 0:
+            num_windows = q_win.shape[0] // B
+            k_win = torch.cat([k[:, :, :P].repeat_interleave(num_windows, dim=0), k_win], dim=2)
+            v_win = torch.cat([v[:, :, :P].repeat_interleave(num_windows, dim=0), v_win], dim=2)
+        mask = self._key_mask(B, grid_size, window, x.device)
+        out_win = F.scaled_dot_product_attention(q_win, k_win, v_win, attn_mask=mask, dropout_p=dropout_p)
+        out = window_merge(out_win, B, grid_size, window)
+
+        if P > 0:
+            out_prefix = F.scaled_dot_product_attention(q[:, :, :P], k, v, dropout_p=dropout_p)
+            out = torch.cat([out_prefix.transpose(1, 2).reshape(B, P, D), out], dim=1)
+        return self.proj_drop(self.proj(out))

@@ -1,0 +1,152 @@
+"""The JetViT supernet: per layer a set of candidate mixers, one active path at a time."""
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+from .jetvit import JetViT
+from .mixers import MIXERS, build_mixer, validate_arch
+
+SearchSpace = Tuple[str, ...]
+
+
+def parse_search_space(space: Union[str, Sequence[str]], depth: int) -> SearchSpace:
+    """Per-layer candidate letters: ``'LW'`` (every layer) or one string per layer, e.g. ``['LF', 'WF', ...]``."""
+    layers = [space] * depth if isinstance(space, str) else list(space)
+    if len(layers) != depth:
+        raise ValueError(f'search space has {len(layers)} layers, expected one per layer: {depth}')
+    out = []
+    for i, options in enumerate(layers):
+        if not isinstance(options, str) or not options:
+            raise ValueError(f'layer {i}: candidates must be a non-empty string of mixer letters, got {options!r}')
+        bad = sorted(set(options) - set(MIXERS))
+        if bad:
+            raise ValueError(f'layer {i}: unknown mixer letter(s) {bad} in search space {options!r}; '
+                             f'valid letters: {", ".join(sorted(MIXERS))}')
+        out.append(''.join(dict.fromkeys(options)))  # de-duplicated, order kept
+    return tuple(out)
+
+
+def step2_search_space(step1_arch: str) -> SearchSpace:
+    """Step 2 of the search: each layer keeps its Step-1 winner or becomes full attention."""
+    validate_arch(step1_arch)
+    return tuple(letter if letter == 'F' else letter + 'F' for letter in step1_arch)
+
+
+class SupernetMixer(nn.Module):
+    """Candidate mixers of one layer (each with its own q/k/v/o); ``active`` names the one that runs."""
+
+    def __init__(self, candidates: Dict[str, nn.Module]) -> None:
+        super().__init__()
+        self.candidates = nn.ModuleDict(candidates)
+        self.active = next(iter(candidates))
+
+    def forward(self, x: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor] = None):
+        return self.candidates[self.active](x, grid_size, rope)
+
+
+class JetViTSupernet(JetViT):
+    """A JetViT whose layers hold several candidate mixers, all initialised from the teacher's attention.
+
+    Norms, MLPs and LayerScale are shared; each candidate has its own copy of q/k/v/o. ``set_arch`` picks the
+    active path; ``extract_subnet`` / ``subnet_state_dict`` turn a path into a plain :class:`JetViT`.
+
+    Args:
+        search_space: candidate letters per layer (``'LW'`` for Step 1, or a list with one string per layer).
+        step1_arch: Step 2's space from Step 1's winner: each layer {its Step-1 letter, F}.
+        freeze_mlp: keep the shared MLPs fixed (Jet-Nemotron's PostNAS does).
+        Other arguments as :class:`JetViT` (its ``arch`` is the initial active path, default each layer's first).
+    """
+
+    def __init__(self, search_space: Optional[Union[str, Sequence[str]]] = 'LW', step1_arch: Optional[str] = None,
+                 arch: Optional[str] = None, checkpoint: Optional[str] = None, inherit: str = 'all',
+                 freeze_mlp: bool = False, **jetvit_args) -> None:
+        super().__init__(**jetvit_args)
+        if step1_arch is not None:
+            if search_space not in (None, 'LW'):
+                raise ValueError('give either search_space or step1_arch (Step 2: each layer {winner, F}), not both')
+            search_space = step2_search_space(validate_arch(step1_arch, self.depth))
+        self.search_space = parse_search_space(search_space, self.depth)
+        for block, options in zip(self.blocks, self.search_space):
+            teacher_attn = block.attn
+            candidates = {}
+            for letter in options:
+                mixer = build_mixer(letter, **self.mixer_args)
+                with torch.no_grad():
+                    mixer.qkv.load_state_dict(teacher_attn.qkv.state_dict())
+                    mixer.proj.load_state_dict(teacher_attn.proj.state_dict())
+                candidates[letter] = mixer
+            block.attn = SupernetMixer(candidates)
+        if checkpoint is not None:
+            self.load_checkpoint(checkpoint)
+        self.inherit = inherit
+        if inherit == 'mlp':
+            self.reset_efficient_mixers()
+        self.freeze_mlp = freeze_mlp
+        if freeze_mlp:
+            for block in self.blocks:
+                block.mlp.requires_grad_(False)
+        self.set_arch(arch if arch is not None else ''.join(options[0] for options in self.search_space))
+
+    def set_arch(self, arch: str) -> None:
+        """Activate one candidate per layer; ValueError naming the layer and its candidates otherwise."""
+        validate_arch(arch, self.depth)
+        for i, (letter, options) in enumerate(zip(arch, self.search_space)):
+            if letter not in options:
+                raise ValueError(f'arch {arch!r}: layer {i} has no {letter!r} candidate (candidates: {options})')
+        for letter, block in zip(arch, self.blocks):
+            block.attn.active = letter
+        self.arch = arch
+
+    def reset_efficient_mixers(self) -> None:
+        """Re-initialise q/k/v/o of every non-F candidate (``inherit='mlp'``)."""
+        for block in self.blocks:
+            for letter, mixer in block.attn.candidates.items():
+                if letter != 'F':
+                    for layer in (mixer.qkv, mixer.proj):
+                        nn.init.trunc_normal_(layer.weight, std=.02)
+                        if layer.bias is not None:
+                            nn.init.zeros_(layer.bias)
+
+    def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict') -> None:
+        """Load plain JetViT / teacher weights: each layer's attention weights go to every candidate."""
+        state = dict(state)
+        if not self.qkv_bias:
+            self._drop_zero_qkv_biases(state, source)
+        expanded = {}
+        for key, value in state.items():
+            parts = key.split('.')
+            if parts[0] == 'blocks' and parts[2] == 'attn' and parts[3] != 'candidates':
+                layer = int(parts[1])
+                for letter in self.search_space[layer]:
+                    expanded['.'.join(parts[:3] + ['candidates', letter] + parts[3:])] = value
+            else:
+                expanded[key] = value
+        super().load_jetvit_state_dict(expanded, source)
+
+    def subnet_state_dict(self, arch: str) -> Dict[str, torch.Tensor]:
+        """Weights of the plain JetViT for ``arch``: shared weights plus the chosen candidates'."""
+        self._check_arch(arch)
+        out = {}
+        for key, value in self.state_dict().items():
+            parts = key.split('.')
+            if parts[0] == 'blocks' and parts[2] == 'attn':
+                if parts[4] != arch[int(parts[1])]:
+                    continue
+                key = '.'.join(parts[:3] + parts[5:])
+            out[key] = value
+        return out
+
+    def extract_subnet(self, arch: str) -> JetViT:
+        """A standalone :class:`JetViT` with ``arch`` and this supernet's weights for that path."""
+        subnet = JetViT(arch=arch, **self.build_args)
+        subnet.load_jetvit_state_dict(self.subnet_state_dict(arch), source='supernet path')
+        return subnet.train(self.training)
+
+    def _check_arch(self, arch: str) -> None:
+        current = self.arch
+        self.set_arch(arch)  # validates
+        self.set_arch(current)
+
+    def candidate_letters(self) -> List[str]:
+        return sorted({letter for options in self.search_space for letter in options})

@@ -1,0 +1,213 @@
+"""Supernet, single-path sampling hook and feature distillation (issue: supernet + distillation)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import DefaultScope
+
+from jetvit_mm.distill import LOSSES, activation_matching_loss, distill_loss
+from jetvit_mm.mm import load_local_checkpoint
+from jetvit_mm.models import JetViT
+from jetvit_mm.models.supernet import JetViTSupernet, parse_search_space, step2_search_space
+from jetvit_mm.search import SupernetSampler
+
+from .conftest import REPO, run_tool
+
+CONFIG = REPO / 'configs' / 'tiny' / 'distill_supernet_tiny_cityscapes.py'
+TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2)
+
+
+def make_teacher_checkpoint(path: Path) -> Path:
+    """A tiny random teacher whose attention matters (LayerScale 1, peaky attention), saved in JetViT format."""
+    torch.manual_seed(0)
+    teacher = JetViT(**TINY)
+    with torch.no_grad():
+        for block in teacher.blocks:
+            block.ls1.gamma.fill_(1.0)
+            block.ls2.gamma.fill_(1.0)
+            block.attn.qkv.weight.normal_(0, 2 / 32 ** 0.5)
+            block.attn.proj.weight.normal_(0, 1 / 32 ** 0.5)
+    torch.save(teacher.state_dict(), path)
+    return path
+
+
+@pytest.fixture(scope='module')
+def teacher_ckpt(tmp_path_factory) -> Path:
+    return make_teacher_checkpoint(tmp_path_factory.mktemp('teacher') / 'teacher.pth')
+
+
+def options(data: Path, teacher: Path, *extra: str) -> list:
+    return ['--cfg-options', f'train_dataloader.dataset.data_root={data}', f'model.teacher.checkpoint={teacher}',
+            *extra]
+
+
+def read_paths(work_dir: Path, rank: int = 0) -> dict:
+    lines = (work_dir / f'supernet_paths.rank{rank}.jsonl').read_text().splitlines()
+    return {r['iter']: r['arch'] for r in map(json.loads, lines)}
+
+
+def build_distiller(teacher: Path, **overrides):
+    from mmseg.registry import MODELS
+
+    import jetvit_mm.mm  # noqa: F401  (registers the types)
+
+    cfg = Config.fromfile(CONFIG)
+    cfg.model.teacher.checkpoint = str(teacher)
+    cfg.model.update(overrides)
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        return MODELS.build(cfg.model)
+
+
+# ----------------------------------------------------------------------------- pure parts
+def test_search_space_parsing_and_step2():
+    assert parse_search_space('LW', 3) == ('LW', 'LW', 'LW')
+    assert parse_search_space(['LF', 'WWF', 'F'], 3) == ('LF', 'WF', 'F')
+    assert step2_search_space('LWF') == ('LF', 'WF', 'F')
+    with pytest.raises(ValueError, match=r"layer 1: unknown mixer letter\(s\) \['X'\].*valid letters: F, L, W"):
+        parse_search_space(['L', 'LX', 'W'], 3)
+    with pytest.raises(ValueError, match='3 layers, expected one per layer: 4'):
+        parse_search_space(['L', 'W', 'F'], 4)
+
+
+def test_unknown_mixer_in_search_space_fails_at_build():
+    with pytest.raises(ValueError, match="unknown mixer letter"):
+        JetViTSupernet(search_space='LQ', **TINY)
+
+
+def test_sampler_is_a_function_of_seed_and_iteration():
+    space = ('LW', 'LWF', 'WF', 'F', 'LF')
+    a, b = SupernetSampler(space, seed=3), SupernetSampler(space, seed=3)
+    paths = [a.sample(i) for i in range(50)]
+    assert paths == [b.sample(i) for i in range(50)]
+    assert paths != [SupernetSampler(space, seed=4).sample(i) for i in range(50)]
+    assert len(set(paths)) > 10
+    assert all(p[i] in space[i] for p in paths for i in range(len(space)))
+    budgeted = SupernetSampler(space, seed=0, mode='budgeted', max_full=2)
+    counts = {budgeted.sample(i).count('F') for i in range(200)}
+    assert counts == {1, 2}  # layer 3 is always F; at most 2 F layers
+    with pytest.raises(ValueError, match='impossible'):
+        SupernetSampler(space, mode='budgeted', max_full=5)
+    with pytest.raises(ValueError, match="unknown sampler mode 'greedy'; valid: uniform, budgeted"):
+        SupernetSampler(space, mode='greedy')
+
+
+@pytest.mark.parametrize('arch', ['LWLF', 'FFFF', 'WWWW', 'LLLL'])
+def test_extracted_subnet_equals_supernet_path(arch):
+    torch.manual_seed(0)
+    supernet = JetViTSupernet(search_space='LWF', **TINY).eval()
+    with torch.no_grad():  # make the candidates differ from each other, as after training
+        for p in supernet.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    supernet.set_arch(arch)
+    subnet = supernet.extract_subnet(arch).eval()
+    assert subnet.arch == arch
+    x = torch.randn(2, 3, 48, 80)
+    with torch.no_grad():
+        assert torch.equal(supernet(x)[0], subnet(x)[0])
+
+
+def test_supernet_candidates_inherit_teacher_attention(teacher_ckpt):
+    teacher = JetViT(checkpoint=teacher_ckpt, **TINY)
+    supernet = JetViTSupernet(search_space='LWF', checkpoint=teacher_ckpt, **TINY)
+    for t_block, s_block in zip(teacher.blocks, supernet.blocks):
+        for mixer in s_block.attn.candidates.values():
+            assert torch.equal(mixer.qkv.weight, t_block.attn.qkv.weight)
+            assert torch.equal(mixer.proj.weight, t_block.attn.proj.weight)
+        assert s_block.mlp is not t_block.mlp and torch.equal(s_block.mlp.fc1.weight, t_block.mlp.fc1.weight)
+
+
+def test_losses_zero_on_identical_features_and_positive_otherwise():
+    torch.manual_seed(0)
+    t = torch.randn(2, 50, 8)
+    for name in LOSSES:
+        assert distill_loss(name, [t.clone()], [t]).item() == pytest.approx(0, abs=1e-6)
+        assert distill_loss(name, [t + torch.randn_like(t)], [t]).item() > 1e-3
+    big = torch.randn(1, 300, 8)
+    assert activation_matching_loss(big, big, max_tokens=64).item() == pytest.approx(0, abs=1e-6)
+
+
+# ----------------------------------------------------------------------------- distiller
+def test_distiller_build_errors(teacher_ckpt):
+    with pytest.raises(ValueError, match=r'out index 7 out of range for a 4-layer model'):
+        build_distiller(teacher_ckpt, distill_indices=(7, ))
+    with pytest.raises(ValueError, match=r"unknown distillation loss 'l3'; valid: mse, cosine, smooth_l1, activation"):
+        build_distiller(teacher_ckpt, loss='l3')
+
+
+def test_distiller_student_starts_as_teacher(teacher_ckpt):
+    distiller = build_distiller(teacher_ckpt)
+    assert all(not p.requires_grad for p in distiller.teacher.parameters())
+    distiller.train()
+    assert not distiller.teacher.training and distiller.student.training
+    x = torch.randn(1, 3, 64, 128)
+    with torch.no_grad():  # a supernet path of full attention would be the teacher itself
+        subnet = distiller.student.extract_subnet('LLLL')
+        assert torch.equal(subnet.blocks[2].mlp.fc2.weight, distiller.teacher.blocks[2].mlp.fc2.weight)
+        assert distiller.loss(x)['loss_distill'] > 0
+
+
+# ----------------------------------------------------------------------------- through tools/train.py
+@pytest.fixture(scope='module')
+def trained(tiny_cityscapes, teacher_ckpt, tmp_path_factory):
+    work_dir = tmp_path_factory.mktemp('supernet')
+    run_tool('train.py', CONFIG, '--work-dir', work_dir,
+             *options(tiny_cityscapes, teacher_ckpt, 'train_cfg.max_iters=12', 'default_hooks.checkpoint.interval=6',
+                      'optim_wrapper.optimizer.lr=5e-4'))
+    return work_dir
+
+
+def test_training_lowers_loss_keeps_teacher_and_samples_paths(trained, tiny_cityscapes, teacher_ckpt):
+    paths = read_paths(trained)
+    assert sorted(paths) == list(range(12))
+    assert len(set(paths.values())) >= 4, paths
+    state = load_local_checkpoint(str(trained / 'iter_12.pth'))['state_dict']
+    teacher = JetViT(checkpoint=teacher_ckpt, **TINY).state_dict()
+    for key, value in teacher.items():
+        assert torch.equal(state[f'teacher.{key}'], value), key
+    # distillation loss on fixed validation images, for fixed paths: lower after training than at the start
+    from mmcv import imread
+    images = sorted((tiny_cityscapes / 'leftImg8bit' / 'val').rglob('*.png'))
+    mean, std = torch.tensor([123.675, 116.28, 103.53]), torch.tensor([58.395, 57.12, 57.375])
+    x = torch.stack([(torch.from_numpy(imread(str(p), channel_order='rgb')).float() - mean) / std for p in images])
+    x = x.permute(0, 3, 1, 2)
+    before = build_distiller(teacher_ckpt).eval()
+    after = build_distiller(teacher_ckpt).eval()
+    after.load_state_dict(state)
+    with torch.no_grad():
+        for arch in ('LLLL', 'WWWW', 'LWLW'):
+            before.student.set_arch(arch)
+            after.student.set_arch(arch)
+            loss_before, loss_after = before.loss(x)['loss_distill'], after.loss(x)['loss_distill']
+            assert loss_after < loss_before, (arch, loss_before, loss_after)
+
+
+def test_resume_continues_the_path_sequence(trained, tiny_cityscapes, teacher_ckpt, tmp_path):
+    resumed = tmp_path / 'resumed'
+    resumed.mkdir()
+    shutil.copy(trained / 'iter_6.pth', resumed / 'iter_6.pth')
+    (resumed / 'last_checkpoint').write_text(str(resumed / 'iter_6.pth'))
+    run_tool('train.py', CONFIG, '--work-dir', resumed, '--resume',
+             *options(tiny_cityscapes, teacher_ckpt, 'train_cfg.max_iters=12', 'default_hooks.checkpoint.interval=6',
+                      'optim_wrapper.optimizer.lr=5e-4'))
+    uninterrupted, continued = read_paths(trained), read_paths(resumed)
+    assert sorted(continued) == list(range(6, 12))
+    assert continued == {i: uninterrupted[i] for i in range(6, 12)}
+
+
+def test_two_process_cpu_training_samples_the_same_path(tiny_cityscapes, teacher_ckpt, tmp_path):
+    torchrun = Path(sys.executable).with_name('torchrun')
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
+    cmd = [str(torchrun), '--nproc_per_node=2', '--master_port=29517', str(REPO / 'tools' / 'train.py'), str(CONFIG),
+           '--launcher', 'pytorch', '--work-dir', str(tmp_path),
+           *options(tiny_cityscapes, teacher_ckpt, 'train_cfg.max_iters=3', 'default_hooks.checkpoint.interval=3')]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    rank0, rank1 = read_paths(tmp_path, 0), read_paths(tmp_path, 1)
+    assert sorted(rank0) == [0, 1, 2] and rank0 == rank1
+    assert 'MMDistributedDataParallel' in (proc.stdout + proc.stderr) or (tmp_path / 'iter_3.pth').is_file()
