@@ -1,4 +1,4 @@
-"""Forward-latency benchmarks (not tests): one subcommand per thing measured.
+"""Benchmarks (not tests): one subcommand per thing measured.
 
     python tools/benchmark.py mixers [--grid 64 128] [--dim 768] [--heads 12] [--batch 1] [--prefix 5]
         [--window 16] [--warmup 2] [--repeat 5] [--dtype fp32|bf16] [--device cpu|cuda] [--threads N]
@@ -9,6 +9,12 @@ every mixer contains) and whole pre-norm blocks (mixer + timm Mlp ratio 4 + Laye
 L-squeeze. Measurements are interleaved: each repeat runs every entry once (rotating the start), so slow drifts
 of a shared machine hit all entries alike. Reports median, min and max per entry and checks the targets of
 docs/benchmarks.md.
+
+    python tools/benchmark.py distill-step [--model dinov3_vitb16] [--arch LWLWLWLWLWLW] [--size 256 512]
+        [--batch 2] [--warmup 1] [--repeat 5] [--json PATH]
+
+`distill-step` times one distillation training step of a supernet (path set to --arch) against a fixed-arch
+student with the same arch, interleaved (the supernet's overhead target: at most 1.25x).
 """
 import argparse
 import datetime
@@ -182,6 +188,58 @@ def print_table(stats: Dict[str, Dict[str, float]], targets: List[Dict[str, obje
         print(f'{"MET " if t["met"] else "MISS"}  {t["target"]}: {t["value"]}')
 
 
+def run_distill_step(args: argparse.Namespace) -> dict:
+    """One distillation training step (teacher forward, student forward + backward, AdamW) for a supernet with
+    its path set to ``--arch`` vs a fixed-arch JetViT with that arch, interleaved."""
+    import jetvit_mm.mm  # noqa: F401  (registers the types the distiller builds)
+    from jetvit_mm.mm.distiller import FeatureDistiller
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    backbone = dict(model_name=args.model, window_size=args.window)
+    depth = len(args.arch)
+    students = {
+        'supernet (L/W candidates)': dict(type='JetViTSupernet', search_space='LW', arch=args.arch, **backbone),
+        f'fixed arch {args.arch}': dict(type='JetViT', arch=args.arch, **backbone),
+    }
+    distillers, optimizers = {}, {}
+    for name, student in students.items():
+        distillers[name] = FeatureDistiller(teacher=dict(type='JetViT', **backbone), student=student).train()
+        if distillers[name].student.depth != depth:
+            raise ValueError(f'--arch has {depth} letters, {args.model} has {distillers[name].student.depth} layers')
+        optimizers[name] = torch.optim.AdamW([p for p in distillers[name].parameters() if p.requires_grad], lr=1e-5)
+    x = torch.randn(args.batch, 3, *args.size)
+
+    def step(name: str) -> None:
+        model, optimizer = distillers[name], optimizers[name]
+        if hasattr(model.student, 'set_arch'):
+            model.student.set_arch(args.arch)  # what SupernetSamplerHook does before each iteration
+        loss = model.loss(x)['loss_distill']
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    print(f'distill-step: {args.model}, input {args.size[0]}x{args.size[1]}, batch {args.batch}, arch {args.arch}, '
+          f'{torch.get_num_threads()} threads', flush=True)
+    started = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
+    samples = time_interleaved({name: (lambda n=name: step(n)) for name in distillers}, make_timer(torch.device('cpu')),
+                               args.warmup, args.repeat)
+    stats = summarize(samples)
+    names = list(stats)
+    ratio = stats[names[0]]['median_ms'] / stats[names[1]]['median_ms']
+    for name, s in stats.items():
+        print(f'| {name:<28} | median {s["median_ms"]:>9.1f} ms | min {s["min_ms"]:>9.1f} ms |')
+    verdict = 'MET ' if ratio <= 1.25 else 'MISS'
+    print(f'{verdict}  supernet step / fixed-arch step <= 1.25: x{ratio:.3f} (median)')
+    result = {'command': 'distill-step', 'args': {k: v for k, v in vars(args).items() if k != 'func'},
+              'date': started, 'stats': stats, 'samples_ms': samples, 'ratio_median': ratio}
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest='command', required=True)
@@ -200,6 +258,18 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     mixers.add_argument('--no-rope', action='store_true', help='no RoPE (DINOv2-style teacher)')
     mixers.add_argument('--json', type=Path, default=None, help='also write all samples and stats here')
     mixers.set_defaults(func=run_mixers)
+
+    step = sub.add_parser('distill-step', help='supernet vs fixed-arch distillation training step (CPU)')
+    step.add_argument('--model', default='dinov3_vitb16')
+    step.add_argument('--arch', default='LWLWLWLWLWLW', help='the path both students run (L/W letters)')
+    step.add_argument('--size', type=int, nargs=2, default=(256, 512), metavar=('H', 'W'))
+    step.add_argument('--batch', type=int, default=2)
+    step.add_argument('--window', type=int, default=16)
+    step.add_argument('--warmup', type=int, default=1)
+    step.add_argument('--repeat', type=int, default=5)
+    step.add_argument('--threads', type=int, default=0)
+    step.add_argument('--json', type=Path, default=None)
+    step.set_defaults(func=run_distill_step)
     return parser.parse_args(argv)
 
 

@@ -1,0 +1,41 @@
+# DINOv3 ViT-B/16 linear segmentation probe (the DINOv3 protocol): a frozen JetViT backbone, the last
+# layer's patch tokens after the final norm (no cls token), Dropout2d(0.1) -> BN -> 1x1 conv head.
+#
+# Weights: `checkpoint=None` is a placeholder (random weights build, but a probe of them means nothing).
+# Pass the official file on the command line:
+#   --cfg-options model.backbone.checkpoint=/path/dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth
+# timm / Hugging Face DINOv3 files and JetViT's own exports load too (the format is detected).
+#
+# A searched hybrid instead of the teacher: its arch string (one L/W/F letter per layer, 12 here) and
+# the checkpoint tools/export_hybrid.py wrote:
+#   --cfg-options model.backbone.arch=LLWLFWLLWLFL model.backbone.checkpoint=/path/exported_hybrid.pth
+# (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones).
+custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
+
+model = dict(
+    type='EncoderDecoder',
+    data_preprocessor=dict(
+        type='SegDataPreProcessor',
+        mean=[123.675, 116.28, 103.53],  # ImageNet statistics, as DINOv3 (RGB, 0-255)
+        std=[58.395, 57.12, 57.375],
+        bgr_to_rgb=True,
+        pad_val=0,
+        seg_pad_val=255,
+        size=None,  # the experiment sets its training crop size
+        test_cfg=dict(size_divisor=16)),  # pad test images to whole patches (the padding is cut off again)
+    backbone=dict(
+        type='JetViT',
+        model_name='dinov3_vitb16',
+        arch=None,  # None = 'F' * 12: the DINOv3 teacher itself
+        checkpoint=None,
+        out_indices=(-1, ),
+        frozen=True),
+    decode_head=dict(
+        type='LinearProbeHead',
+        in_channels=768,
+        num_classes=19,  # the experiment sets it (Cityscapes 19, ADE20K 150)
+        dropout_ratio=0.1,
+        ignore_index=255,
+        loss_decode=dict(type='mmseg.CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0)),
+    train_cfg=dict(),
+    test_cfg=dict(mode='whole'))  # the experiments switch to sliding windows

@@ -1,0 +1,43 @@
+# DINOv3 ViT-L/16, frozen, with a linear probe on Cityscapes (19 classes, labelTrainIds; images 1024x2048).
+#
+#   torchrun --nproc_per_node=8 tools/train.py configs/probe/dinov3_large_linear_cityscapes.py --launcher pytorch \
+#       --cfg-options model.backbone.checkpoint=/path/dinov3_vitl16_pretrain_lvd1689m-8aa4cbdd.pth
+#   python tools/test.py configs/probe/dinov3_large_linear_cityscapes.py work_dirs/<run>/iter_5000.pth --out m.json
+#   (the probe's checkpoint holds the backbone's weights too; a hybrid also needs its model.backbone.arch)
+#
+# Batch: 8 GPUs x 2 crops = 16 (DINOv3's probe batch); data in data/cityscapes (leftImg8bit/, gtFine/ with
+# *_gtFine_labelTrainIds.png from cityscapesscripts' createTrainIdLabelImgs).
+# Schedule: the JetViT paper's probe (5k iters, Adam 1e-4). For DINOv3's protocol (40k iters, AdamW 1e-3,
+# warmup + cosine) replace the last `_base_` entry by '../_base_/schedules/probe_dinov3_40k.py'.
+# A searched hybrid instead of the teacher (see the model base):
+#   --cfg-options model.backbone.arch=<24 letters L/W/F> model.backbone.checkpoint=/path/exported_hybrid.pth
+#
+# Sizes: training uses 512x1024 crops of images rescaled by 0.5-2.0 (mmseg's Cityscapes recipe: 2,048 tokens a
+# crop, a quarter of the full image's 8,192, which keeps the frozen teacher's full attention affordable); the
+# evaluation runs on the full 1024x2048 images with 512x1024 sliding windows, stride 341x682 (2/3 of the window,
+# as DINOv3's 512/341 on ADE20K): 3 x 3 windows per image. All sizes are multiples of the 16-pixel patch.
+_base_ = [
+    'mmseg::_base_/datasets/cityscapes.py',
+    'mmseg::_base_/default_runtime.py',
+    '../_base_/models/jetvit_dinov3_large_linear.py',
+    '../_base_/schedules/probe_paper_5k.py',
+]
+
+crop_size = (512, 1024)
+model = dict(
+    data_preprocessor=dict(size=crop_size),
+    decode_head=dict(num_classes=19),
+    test_cfg=dict(mode='slide', crop_size=crop_size, stride=(341, 682)))
+
+# DINOv3's probe augmentation: random rescale, crop, flip (mmseg's base adds photometric distortion; not here)
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations'),
+    dict(type='RandomResize', scale=(2048, 1024), ratio_range=(0.5, 2.0), keep_ratio=True),
+    dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PackSegInputs'),
+]
+train_dataloader = dict(batch_size=2, num_workers=4, dataset=dict(pipeline=train_pipeline))
+val_dataloader = dict(batch_size=1, num_workers=4)
+test_dataloader = val_dataloader
