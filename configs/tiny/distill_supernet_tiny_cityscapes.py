@@ -8,7 +8,7 @@ custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
 
 data_root = 'data/tiny_cityscapes'
 crop_size = (64, 128)
-backbone = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2)
+backbone = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=4)
 model = dict(
     type='FeatureDistiller',
     data_preprocessor=dict(

@@ -1,0 +1,157 @@
+"""What tools/search.py wires together: a trained supernet, the downstream model and the framework's own
+val dataloader and evaluator, the pure beam search, a latency model and a resumable state file."""
+import copy
+import logging
+import re
+from pathlib import Path
+from typing import Callable, Dict, Optional, Tuple
+
+import torch
+from mmengine.config import Config
+from mmengine.evaluator import Evaluator
+from mmengine.logging import MMLogger
+from mmengine.registry import DefaultScope
+from mmengine.runner import Runner
+
+from jetvit_mm.distill.losses import distill_loss
+from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.models.supernet import JetViTSupernet
+
+from .checkpoint import load_local_checkpoint
+from .registry import MODELS
+
+# Direction of every metric the search can optimise (True: higher is better).
+METRIC_DIRECTIONS: Dict[str, bool] = {
+    'mIoU': True, 'aAcc': True, 'mAcc': True, 'mDice': True, 'mFscore': True,
+    'coco/bbox_mAP': True, 'coco/segm_mAP': True,
+    'distill_loss': False,
+}
+# Metric names each evaluator type reports (for the check before any scoring).
+EVALUATOR_METRICS = {
+    'IoUMetric': lambda cfg: ['aAcc', 'mAcc', 'mPrecision', 'mRecall']
+    + [m for m in cfg.get('iou_metrics', ['mIoU'])],
+    'CocoMetric': lambda cfg: [f'coco/{kind}_{name}' for kind in cfg.get('metric', ['bbox'])
+                               for name in ('mAP', 'mAP_50', 'mAP_75', 'mAP_s', 'mAP_m', 'mAP_l')],
+}
+BACKBONE_KEYS = ('model_name', 'window_size', 'linear_cfg', 'embed_dim', 'depth', 'num_heads', 'qkv_bias',
+                 'pos_embed_interp', 'out_indices')
+
+
+def check_metric(metric: str, evaluator_cfg: Optional[dict]) -> bool:
+    """Validate ``metric`` before any scoring; returns whether higher is better."""
+    if metric != 'distill_loss' and evaluator_cfg is not None:
+        kind = evaluator_cfg.get('type', '').split('.')[-1]
+        if kind in EVALUATOR_METRICS:
+            names = EVALUATOR_METRICS[kind](evaluator_cfg)
+            if metric not in names:
+                raise ValueError(f'unknown metric {metric!r}: the config\'s {kind} reports {names}; '
+                                 f'or use distill_loss (no labels)')
+    if metric not in METRIC_DIRECTIONS:
+        raise ValueError(f'metric {metric!r} has no declared direction (higher or lower is better); declared: '
+                         f'{sorted(METRIC_DIRECTIONS)}')
+    return METRIC_DIRECTIONS[metric]
+
+
+def backbone_args(cfg: Config) -> dict:
+    backbone = cfg.model.backbone
+    return {k: copy.deepcopy(backbone[k]) for k in BACKBONE_KEYS if backbone.get(k) is not None}
+
+
+def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
+    """The trained supernet (``student.*``) and its teacher (``teacher.*``) from a distillation checkpoint."""
+    state = load_local_checkpoint(path, map_location='cpu')
+    state = state.get('state_dict', state)
+    student = {k[len('student.'):]: v for k, v in state.items() if k.startswith('student.')}
+    teacher = {k[len('teacher.'):]: v for k, v in state.items() if k.startswith('teacher.')}
+    space: Dict[int, str] = {}
+    for key in student:
+        m = re.match(r'blocks\.(\d+)\.attn\.candidates\.([A-Z])\.qkv\.weight$', key)
+        if m:
+            space[int(m.group(1))] = space.get(int(m.group(1)), '') + m.group(2)
+    if not space or not teacher:
+        raise ValueError(f'{path} is not a supernet distillation checkpoint: it needs student.*.attn.candidates.* '
+                         f'and teacher.* weights (a tools/train.py checkpoint of a FeatureDistiller with a '
+                         f'JetViTSupernet student)')
+    args = backbone_args(cfg)
+    search_space = [''.join(sorted(space[i], key='LWF'.index)) for i in range(len(space))]
+    supernet = JetViTSupernet(search_space=search_space, **args)
+    supernet.load_state_dict(student, strict=True)
+    teacher_model = JetViT(**args)
+    teacher_model.load_state_dict(teacher, strict=True)
+    return supernet.eval().requires_grad_(False), teacher_model.eval().requires_grad_(False)
+
+
+class ArchScorer:
+    """Scores archs of ``supernet`` with the downstream model of ``cfg`` and the framework's evaluator.
+
+    The downstream model is ``cfg.model`` whose backbone is replaced by the supernet and whose decode head
+    is loaded from the teacher's trained head (``head_checkpoint``). ``metric='distill_loss'`` needs no labels
+    and no head: minus-free loss of the path's features against the teacher's on the val images.
+    """
+
+    def __init__(self, cfg: Config, supernet: JetViTSupernet, teacher: JetViT, metric: str,
+                 head_checkpoint: Optional[str]) -> None:
+        self.cfg, self.supernet, self.teacher, self.metric = cfg, supernet, teacher, metric
+        self.scope = cfg.get('default_scope', 'mmseg')
+        with DefaultScope.overwrite_default_scope(self.scope):
+            self.loader = Runner.build_dataloader(cfg.val_dataloader)
+            model_cfg = copy.deepcopy(cfg.model)
+            model_cfg.backbone = dict(type='JetViT', **backbone_args(cfg))  # replaced below; cheap to build
+            self.model = MODELS.build(model_cfg)
+            self.evaluator = None
+            if metric != 'distill_loss':
+                if head_checkpoint is None:
+                    raise ValueError(f'metric {metric!r} needs --head-checkpoint: the teacher\'s trained head '
+                                     f'(a tools/train.py checkpoint of {Path(cfg.filename).name} with the teacher)')
+                self.evaluator = Evaluator(cfg.val_evaluator)
+                self.evaluator.dataset_meta = self.loader.dataset.metainfo
+        if metric != 'distill_loss':
+            head = load_local_checkpoint(head_checkpoint, map_location='cpu')
+            head = head.get('state_dict', head)
+            head = {k[len('decode_head.'):]: v for k, v in head.items() if k.startswith('decode_head.')}
+            if not head:
+                raise ValueError(f'{head_checkpoint} has no decode_head.* weights')
+            self.model.decode_head.load_state_dict(head, strict=True)
+        self.model.eval()
+
+    @torch.no_grad()
+    def evaluate(self, backbone: JetViT) -> float:
+        self.model.backbone = backbone
+        if self.metric == 'distill_loss':
+            return self._distill_loss(backbone)
+        logger = MMLogger.get_current_instance()
+        level = logger.level
+        logger.setLevel(logging.WARNING)  # the evaluator's per-class table, once per arch, would drown the progress
+        try:
+            with DefaultScope.overwrite_default_scope(self.scope):
+                for batch in self.loader:
+                    self.evaluator.process(data_samples=self.model.val_step(batch), data_batch=batch)
+                metrics = self.evaluator.evaluate(len(self.loader.dataset))
+        finally:
+            logger.setLevel(level)
+        if self.metric not in metrics:
+            raise KeyError(f'the evaluator reported {sorted(metrics)}, not {self.metric!r}')
+        return float(metrics[self.metric])
+
+    def _distill_loss(self, backbone: JetViT) -> float:
+        total, count = 0., 0
+        for batch in self.loader:
+            inputs = self.model.data_preprocessor(batch, training=False)['inputs']
+            indices = backbone.out_indices
+            feats = backbone.forward_intermediates(inputs, indices, output_fmt='NLC')
+            targets = self.teacher.forward_intermediates(inputs, indices, output_fmt='NLC')
+            total += float(distill_loss('mse', feats, targets)) * inputs.shape[0]
+            count += inputs.shape[0]
+        return total / count
+
+    def score_arch(self, arch: str) -> float:
+        self.supernet.set_arch(arch)
+        return self.evaluate(self.supernet)
+
+    def teacher_score(self) -> float:
+        return self.evaluate(self.teacher)
+
+
+def signed(fn: Callable[[str], float], higher_is_better: bool) -> Callable[[str], float]:
+    """The search maximises: negate lower-is-better metrics."""
+    return fn if higher_is_better else (lambda arch: -fn(arch))

@@ -1,0 +1,63 @@
+"""Latency model: one block per mixer letter timed once on the target device and size; an arch's predicted
+latency is the shared part (embedding + final norm) plus the sum of its blocks."""
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+import torch
+from torch import nn
+
+from jetvit_mm.models.jetvit import JetBlock, JetViT
+from jetvit_mm.models.mixers import MIXERS, build_mixer
+
+
+def _time(fn, device: torch.device, warmup: int, repeat: int) -> float:
+    times = []
+    for i in range(warmup + repeat):
+        if device.type == 'cuda':
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        if device.type == 'cuda':
+            torch.cuda.synchronize(device)
+        if i >= warmup:
+            times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+@torch.inference_mode()
+def measure_latency_table(model: JetViT, size: Tuple[int, int], device: str = 'cpu', dtype: torch.dtype = torch.float32,
+                          warmup: int = 1, repeat: int = 3) -> Dict[str, float]:
+    """Milliseconds for one block of each mixer letter and for the shared part, batch 1, at ``size``."""
+    dev = torch.device(device)
+    x = torch.randn(1, 3, *size, device=dev, dtype=dtype)
+    model = model.to(dev, dtype).eval()
+    tokens, grid, rope = model.prepare_tokens(x)
+    table = {'base': _time(lambda: model.norm(model.prepare_tokens(x)[0]), dev, warmup, repeat)}
+    ref = model.blocks[0]
+    for letter in sorted(MIXERS):
+        mixer = build_mixer(letter, **model.mixer_args).to(dev, dtype).eval()
+        block = JetBlock(ref.norm1, mixer, ref.ls1, nn.Identity(), ref.norm2, ref.mlp, ref.ls2, nn.Identity())
+        table[letter] = _time(lambda b=block: b(tokens, grid, rope), dev, warmup, repeat)
+    return table
+
+
+def predict_latency(arch: str, table: Dict[str, float]) -> float:
+    return table['base'] + sum(table[letter] for letter in arch)
+
+
+def load_or_measure(cache: Path, model: JetViT, size: Tuple[int, int], device: str = 'cpu',
+                    key: Optional[dict] = None) -> Dict[str, float]:
+    """The latency table from ``cache`` if it was measured for the same model, size and device; else measure it."""
+    key = dict(key or {}, size=list(size), device=device, model=model.model_name, embed_dim=model.embed_dim,
+               window=model.mixer_args['window_size'], linear_cfg=str(model.mixer_args['linear_cfg']))
+    if cache.is_file():
+        saved = json.loads(cache.read_text())
+        if saved.get('key') == key:
+            return saved['table']
+    table = measure_latency_table(model, size, device)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(dict(key=key, table=table), indent=2))
+    return table

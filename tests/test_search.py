@@ -1,0 +1,209 @@
+"""Beam search (pure), and tools/search.py end to end: resumable state, latency model, export."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from jetvit_mm.mm import load_local_checkpoint
+from jetvit_mm.models import JetViT
+from jetvit_mm.search import search_step1, search_step2, step1_moves, step2_moves
+from jetvit_mm.search.report import layer_gains, pareto_front
+
+from .conftest import REPO, run_tool
+from .test_supernet import make_teacher_checkpoint
+
+PROBE = REPO / 'configs' / 'tiny' / 'seg_linear_probe_tiny_cityscapes.py'
+DISTILL = REPO / 'configs' / 'tiny' / 'distill_supernet_tiny_cityscapes.py'
+WEIGHTS = [0.5, 0.1, 0.3, 0.05, 0.0, 0.2]
+
+
+class ToyScore:
+    """W helps at some layers, too many W hurt; F helps with diminishing returns. Counts calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, arch: str) -> float:
+        self.calls.append(arch)
+        w = sum(WEIGHTS[i] for i, c in enumerate(arch) if c == 'W') - 0.3 * max(0, arch.count('W') - 3)
+        return w + sum(0.3 * (i + 1) / len(arch) for i, c in enumerate(arch) if c == 'F') - 0.05 * arch.count('F') ** 2
+
+
+# ----------------------------------------------------------------------------- pure search
+def test_moves():
+    assert step1_moves('LWL') == ['WWL', 'LWW']
+    assert step2_moves('LWF') == ['FWF', 'LFF']
+
+
+def test_step1_stops_at_plateau_and_scores_each_arch_once():
+    score = ToyScore()
+    result = search_step1(score, 6, beam_width=2, min_gain=0.01)
+    assert result.stop_reason.startswith('plateau')
+    assert len(score.calls) == len(set(score.calls)) == len(result.scores)
+    gains = [b.best_score - a.best_score for a, b in zip(result.stages, result.stages[1:])]
+    assert all(g >= 0.01 for g in gains[:-1]) and gains[-1] < 0.01
+    assert result.best_score == max(result.scores.values()) and result.best_arch.count('F') == 0
+
+
+def test_beam_width_is_honoured():
+    for width in (1, 2, 3):
+        result = search_step1(ToyScore(), 6, beam_width=width, min_gain=-1.0, max_stages=3)
+        for previous, stage in zip(result.stages, result.stages[1:]):
+            assert len(stage.beam) <= width
+            expected = {m for arch in previous.beam for m in step1_moves(arch)}
+            assert set(stage.candidates) <= expected
+            assert set(stage.candidates) >= expected - {a for s in result.stages[:stage.index] for a in s.candidates}
+    narrow = search_step1(ToyScore(), 6, beam_width=1, min_gain=-1.0, max_stages=3)
+    wide = search_step1(ToyScore(), 6, beam_width=3, min_gain=-1.0, max_stages=3)
+    assert len(narrow.scores) < len(wide.scores)
+
+
+def test_step2_stops_at_tolerance_or_max_full():
+    start = 'WLWLLW'
+    reached = search_step2(ToyScore(), start, beam_width=2, teacher_score=1.3, tolerance=0.2)
+    assert reached.stop_reason.startswith('target reached') and reached.best_score >= 1.1
+    assert reached.stages[-2].best_score < 1.1  # it did not stop early
+    capped = search_step2(ToyScore(), start, beam_width=2, max_full=2)
+    assert capped.stop_reason.startswith('max_full') and capped.best_arch.count('F') == 2
+    with pytest.raises(ValueError, match='needs a stop rule'):
+        search_step2(ToyScore(), start)
+
+
+def test_same_seed_same_result_and_memo_is_reused():
+    a, b = search_step1(ToyScore(), 6, beam_width=2, seed=3), search_step1(ToyScore(), 6, beam_width=2, seed=3)
+    assert (a.best_arch, a.scores, [s.beam for s in a.stages]) == (b.best_arch, b.scores, [s.beam for s in b.stages])
+    memo = dict(list(a.scores.items())[:5])
+    score = ToyScore()
+    c = search_step1(score, 6, beam_width=2, seed=3, scores=memo)
+    assert c.best_arch == a.best_arch and not set(score.calls) & set(list(a.scores)[:5])
+
+
+def test_latency_budget():
+    cost = lambda arch: 10 + sum({'L': 1, 'W': 2, 'F': 5}[c] for c in arch)  # noqa: E731
+    result = search_step1(ToyScore(), 6, beam_width=2, cost=cost, budget=19)
+    assert all(cost(a) <= 19 for a in result.scores)
+    with pytest.raises(ValueError, match='costs 16 > budget 15'):
+        search_step1(ToyScore(), 6, cost=cost, budget=15)
+
+
+def test_pareto_front_and_layer_gains():
+    points = {'A': (1.0, 10.0), 'B': (2.0, 20.0), 'C': (1.5, 25.0), 'D': (3.0, 30.0)}
+    assert pareto_front(points) == ['A', 'B', 'D']
+    result = search_step2(ToyScore(), 'LLLLLL', beam_width=6, max_full=1)
+    gains = layer_gains(result.stages, result.scores, 6)
+    assert len(gains) == 1 and all(g == pytest.approx(result.scores['L' * i + 'F' + 'L' * (5 - i)]
+                                                   - result.scores['LLLLLL']) for i, g in enumerate(gains[0]))
+
+
+# ----------------------------------------------------------------------------- the tool
+@pytest.fixture(scope='module')
+def pipeline(tiny_cityscapes, tmp_path_factory):
+    """Tiny teacher -> its probe head -> Step-1 supernet."""
+    root = tmp_path_factory.mktemp('pipeline')
+    teacher = make_teacher_checkpoint(root / 'teacher.pth')
+    data = [f'{split}_dataloader.dataset.data_root={tiny_cityscapes}' for split in ('train', 'val', 'test')]
+    run_tool('train.py', PROBE, '--work-dir', root / 'probe', '--cfg-options', *data, 'model.backbone.arch=FFFF',
+             f'model.backbone.checkpoint={teacher}', 'train_cfg.max_iters=10', 'train_cfg.val_interval=10',
+             'default_hooks.checkpoint.interval=10')
+    run_tool('train.py', DISTILL, '--work-dir', root / 'step1', '--cfg-options', data[0],
+             f'model.teacher.checkpoint={teacher}', 'train_cfg.max_iters=6', 'default_hooks.checkpoint.interval=6')
+    return dict(root=root, data=tiny_cityscapes, teacher=teacher, head=root / 'probe' / 'iter_10.pth',
+                step1=root / 'step1' / 'iter_6.pth')
+
+
+def search_args(p, work_dir, *extra, stage=1, ckpt=None):
+    return [PROBE, ckpt or p['step1'], '--stage', str(stage), '--head-checkpoint', p['head'], '--work-dir', work_dir,
+            '--beam-width', '2', *extra, '--cfg-options', f'val_dataloader.dataset.data_root={p["data"]}']
+
+
+def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
+    p = pipeline
+    work = tmp_path / 'search'
+    run_tool('search.py', *search_args(p, work, '--min-gain', '0.0'))
+    step1 = (work / 'best_arch_step1.txt').read_text().strip()
+    run_tool('train.py', DISTILL, '--work-dir', tmp_path / 'step2', '--cfg-options',
+             f'train_dataloader.dataset.data_root={p["data"]}', f'model.teacher.checkpoint={p["teacher"]}',
+             'train_cfg.max_iters=4', 'default_hooks.checkpoint.interval=4', 'model.student.search_space=None',
+             f'model.student.step1_arch={step1}')
+    run_tool('search.py', *search_args(p, work, '--max-full', '2', '--tolerance', '0.5', '--export',
+                                       '--distill-config', DISTILL, stage=2, ckpt=tmp_path / 'step2' / 'iter_4.pth'))
+    summary = json.loads((work / 'search.json').read_text())
+    best = summary['best']['2']['arch']
+    assert best.count('F') <= 2 and all(a == 'F' or a == b for a, b in zip(best, step1))
+    assert {r['stage'] for r in summary['archs']} == {1, 2}
+    assert all({'score', 'predicted_latency_ms', 'L', 'W', 'F', 'pareto'} <= set(r) for r in summary['archs'])
+    assert summary['teacher_latency_ms'] > 0 and summary['teacher_score'] >= 0
+    for name in ('pareto_step1.png', 'pareto_step2.png', 'layer_gains_step2.png', 'best_arch_step2.txt'):
+        assert (work / name).is_file() and (work / name).stat().st_size > 0
+    # the exported hybrid, evaluated by tools/test.py, gives the score the search reported for that arch
+    out = tmp_path / 'metrics.json'
+    run_tool('test.py', PROBE, work / f'hybrid_{best}_with_head.pth', '--work-dir', tmp_path / 'test', '--out', out,
+             '--cfg-options', f'model.backbone.arch={best}', f'test_dataloader.dataset.data_root={p["data"]}')
+    assert json.loads(out.read_text())['mIoU'] == pytest.approx(summary['best']['2']['score'], abs=1e-6)
+    # the exported backbone loads strictly with its arch and equals the supernet with that path active
+    from mmengine.config import Config
+
+    from jetvit_mm.mm.search_runner import backbone_args, load_supernet
+    supernet, _ = load_supernet(str(tmp_path / 'step2' / 'iter_4.pth'), Config.fromfile(PROBE))
+    hybrid = JetViT(arch=best, checkpoint=work / f'hybrid_{best}.pth', **backbone_args(Config.fromfile(PROBE))).eval()
+    supernet.set_arch(best)
+    x = torch.randn(1, 3, 64, 128)
+    with torch.no_grad():
+        assert torch.equal(hybrid(x)[0], supernet(x)[0])
+    wrong = best.replace('L', 'W', 1) if 'L' in best else best.replace('F', 'W', 1)
+    with pytest.raises(ValueError, match='exported hybrid with arch'):
+        JetViT(arch=wrong, checkpoint=work / f'hybrid_{best}.pth', **backbone_args(Config.fromfile(PROBE)))
+    # the fine-tuning config (arch fixed, distillation) trains
+    run_tool('train.py', work / f'finetune_{best}.py', '--work-dir', tmp_path / 'ft', '--cfg-options',
+             f'train_dataloader.dataset.data_root={p["data"]}', f'model.teacher.checkpoint={p["teacher"]}',
+             'train_cfg.max_iters=1')
+    assert load_local_checkpoint(str(tmp_path / 'ft' / 'iter_1.pth'))['state_dict']
+
+
+def test_killed_search_resumes_without_rescoring(pipeline, tmp_path):
+    p = pipeline
+    reference = tmp_path / 'reference'
+    run_tool('search.py', *search_args(p, reference, '--min-gain', '-100'))
+    ref_state = json.loads((reference / 'search_state.json').read_text())['stages']['1']
+
+    killed = tmp_path / 'killed'
+    env = dict(os.environ, PYTHONUNBUFFERED='1')
+    cmd = [sys.executable, str(REPO / 'tools' / 'search.py'), *map(str, search_args(p, killed, '--min-gain', '-100'))]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state_file, deadline = killed / 'search_state.json', time.time() + 300
+    while time.time() < deadline:
+        if state_file.is_file() and len(json.loads(state_file.read_text())['stages']['1']['scores']) >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = json.loads(state_file.read_text())['stages']['1']
+    assert 3 <= len(partial['scores']) < len(ref_state['scores']), 'killed before the end'
+
+    run_tool('search.py', *search_args(p, killed, '--min-gain', '-100', '--resume'))
+    final = json.loads(state_file.read_text())['stages']['1']
+    scored = [arch for arch, _, _ in final['history']]
+    assert len(scored) == len(set(scored)), 'an arch was scored twice'
+    assert set(scored) == set(ref_state['scores'])
+    assert final['scores'] == ref_state['scores'] and final['best_arch'] == ref_state['best_arch']
+    assert [a for a, _, _ in final['history'][:len(partial['history'])]] == [a for a, _, _ in partial['history']]
+
+
+def test_search_bad_input_fails_before_scoring(pipeline, tmp_path):
+    p = pipeline
+
+    def fails(*extra, ckpt=None, stage=1):
+        proc = run_tool('search.py', *search_args(p, tmp_path / 'bad', *extra, stage=stage, ckpt=ckpt), check=False)
+        assert proc.returncode != 0
+        assert not (tmp_path / 'bad' / 'search_state.json').exists()
+        return proc.stderr
+
+    assert "unknown metric 'mIoUU'" in fails('--metric', 'mIoUU')
+    assert "metric 'mPrecision' has no declared direction" in fails('--metric', 'mPrecision')
+    assert 'is not a supernet distillation checkpoint' in fails(ckpt=p['head'])
+    assert 'latency budget 0.001 ms is impossible' in fails('--latency-budget', '0.001')

@@ -1,0 +1,33 @@
+"""Export one arch of a trained supernet as a standalone JetViT checkpoint (+ downstream checkpoint, fine-tune config).
+
+    python tools/export_hybrid.py CONFIG SUPERNET.pth --arch LWLLWWLLWFLF --out-dir D \
+        [--head-checkpoint TEACHER_PROBE.pth] [--distill-config configs/jetvit/dinov3_base_cityscapes.py]
+"""
+import argparse
+
+from mmengine.config import Config
+
+from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
+from jetvit_mm.mm.export import export_hybrid
+from jetvit_mm.mm.search_runner import load_supernet
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('config', help='downstream config whose model.backbone matches the supernet')
+    parser.add_argument('checkpoint', help='supernet distillation checkpoint')
+    parser.add_argument('--arch', required=True)
+    parser.add_argument('--out-dir', required=True)
+    parser.add_argument('--head-checkpoint')
+    parser.add_argument('--distill-config')
+    args = parser.parse_args(argv)
+    enable_runner_checkpoint_loading()
+    supernet, _ = load_supernet(args.checkpoint, Config.fromfile(args.config))
+    paths = export_hybrid(supernet, args.arch, args.out_dir, args.head_checkpoint, args.distill_config)
+    for kind, path in paths.items():
+        print(f'{kind}: {path}')
+    return paths
+
+
+if __name__ == '__main__':
+    main()
