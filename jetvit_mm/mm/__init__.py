@@ -9,8 +9,9 @@ from .checkpoint import enable_runner_checkpoint_loading, load_local_checkpoint
 from .distiller import FeatureDistiller
 from .hooks import SupernetSamplerHook
 from .necks import SimpleFeaturePyramid
+from .optim import LayerDecayOptimWrapperConstructor
 from .registry import registered_types
 from .seg_heads import LinearProbeHead
 
-__all__ = ['FeatureDistiller', 'JetViT', 'JetViTSupernet', 'LinearProbeHead', 'SimpleFeaturePyramid',
-           'SupernetSamplerHook', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'registered_types']
+__all__ = ['FeatureDistiller', 'JetViT', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
+           'SimpleFeaturePyramid', 'SupernetSamplerHook', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'registered_types']

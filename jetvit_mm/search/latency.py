@@ -29,7 +29,7 @@ def _time(fn, device: torch.device, warmup: int, repeat: int) -> float:
 
 @torch.inference_mode()
 def measure_latency_table(model: JetViT, size: Tuple[int, int], device: str = 'cpu', dtype: torch.dtype = torch.float32,
-                          warmup: int = 1, repeat: int = 3) -> Dict[str, float]:
+                          warmup: int = 2, repeat: int = 5) -> Dict[str, float]:
     """Milliseconds for one block of each mixer letter and for the shared part, batch 1, at ``size``."""
     dev = torch.device(device)
     x = torch.randn(1, 3, *size, device=dev, dtype=dtype)
