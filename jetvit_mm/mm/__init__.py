@@ -14,4 +14,5 @@ from .registry import registered_types
 from .seg_heads import LinearProbeHead
 
 __all__ = ['FeatureDistiller', 'JetViT', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
-           'SimpleFeaturePyramid', 'SupernetSamplerHook', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'registered_types']
+           'SimpleFeaturePyramid', 'SupernetSamplerHook', 'enable_runner_checkpoint_loading', 'load_local_checkpoint',
+           'registered_types']
