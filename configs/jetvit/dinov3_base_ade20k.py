@@ -1,4 +1,5 @@
 # JetViT Step 1 for DINOv3-B on ADE20K training images (labels unused), 512x512 crops as the probe.
+#   --cfg-options model.teacher.checkpoint=/path/to/dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth
 _base_ = [
     'mmseg::_base_/datasets/ade20k.py',
     'mmseg::_base_/default_runtime.py',

@@ -5,10 +5,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .base import TokenMixer
 from .rope import check_num_tokens, rotate_patch_tokens
 
 
-class FullAttention(nn.Module):
+class FullAttention(TokenMixer):
     """Multi-head softmax attention over all tokens, numerically the teacher's attention.
 
     Same parameters as timm's ViT ``Attention`` (``qkv``, ``proj``); with ``rope`` it matches timm's
@@ -26,17 +27,8 @@ class FullAttention(nn.Module):
             attn_drop: float = 0.,
             proj_drop: float = 0.,
     ) -> None:
-        super().__init__()
-        if dim % num_heads != 0:
-            raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
-        self.num_prefix_tokens = num_prefix_tokens
-        self.rotate_half = rotate_half
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         self.attn_drop = nn.Dropout(attn_drop)
-        self.proj = nn.Linear(dim, dim, bias=proj_bias)
-        self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(
             self,
@@ -47,7 +39,7 @@ class FullAttention(nn.Module):
         """Mix ``x`` (``[B, N, D]``) with softmax attention; ``rope`` is ``(h * w, 2 * head_dim)`` or None."""
         B, N, D = x.shape
         check_num_tokens(N, self.num_prefix_tokens, grid_size)
-        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = self.heads(x)
         if rope is not None:
             q = rotate_patch_tokens(q, rope, self.num_prefix_tokens, self.rotate_half)
             k = rotate_patch_tokens(k, rope, self.num_prefix_tokens, self.rotate_half)

@@ -3,8 +3,8 @@ from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
+from .base import TokenMixer
 from .rope import check_num_tokens, rotate_patch_tokens
 from .squeeze_conv import build_value_conv
 
@@ -20,7 +20,7 @@ def focused_relu(x: torch.Tensor, power: float, eps: float) -> torch.Tensor:
     return x * (norm / x.norm(dim=-1, keepdim=True))
 
 
-class LinearAttention(nn.Module):
+class LinearAttention(TokenMixer):
     """Kernelised (ReLU) linear attention, global over all tokens, plus ``conv(V)`` on the patch grid.
 
     Per head ``o_i = phi(q_i) S / (phi(q_i) z + eps)`` with ``S = sum_j phi(k_j)^T v_j`` and ``z = sum_j phi(k_j)``,
@@ -48,25 +48,16 @@ class LinearAttention(nn.Module):
             rope_numerator: bool = True,
             eps: float = 1e-6,
     ) -> None:
-        super().__init__()
-        if dim % num_heads != 0:
-            raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
+        super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         if attn_drop != 0.:
             raise ValueError(f'LinearAttention has no attention matrix to drop out: attn_drop must be 0, '
                              f'got {attn_drop}')
         if focusing is not None and focusing <= 0:
             raise ValueError(f'focusing must be a positive power or None, got {focusing}')
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
-        self.num_prefix_tokens = num_prefix_tokens
-        self.rotate_half = rotate_half
         self.focusing = focusing
         self.rope_numerator = rope_numerator
         self.eps = eps
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
         self.conv = build_value_conv(conv, dim, kernel_size, reduction)
-        self.proj = nn.Linear(dim, dim, bias=proj_bias)
-        self.proj_drop = nn.Dropout(proj_drop)
 
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
         """phi: ReLU, or FLatten's focused ReLU when ``focusing`` is set."""

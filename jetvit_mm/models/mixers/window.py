@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .base import TokenMixer
 from .rope import check_num_tokens, rotate_patch_tokens
 
 
@@ -28,7 +29,7 @@ def window_merge(x: torch.Tensor, batch: int, grid_size: Tuple[int, int], window
     return x.reshape(batch, h * w, H * C)
 
 
-class WindowAttention(nn.Module):
+class WindowAttention(TokenMixer):
     """Softmax attention in non-overlapping ``window_size`` x ``window_size`` patch windows.
 
     Patch queries see their window's patches plus all prefix tokens; prefix queries see all tokens. RoPE is applied
@@ -49,20 +50,11 @@ class WindowAttention(nn.Module):
             proj_drop: float = 0.,
             window_size: int = 16,
     ) -> None:
-        super().__init__()
-        if dim % num_heads != 0:
-            raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads})')
+        super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         if window_size < 1:
             raise ValueError(f'window_size must be >= 1, got {window_size}')
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
-        self.num_prefix_tokens = num_prefix_tokens
-        self.rotate_half = rotate_half
         self.window_size = window_size
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
         self.attn_drop = nn.Dropout(attn_drop)
-        self.proj = nn.Linear(dim, dim, bias=proj_bias)
-        self.proj_drop = nn.Dropout(proj_drop)
 
     def _key_mask(
             self,
@@ -95,7 +87,7 @@ class WindowAttention(nn.Module):
         window = (min(self.window_size, h), min(self.window_size, w))
         dropout_p = self.attn_drop.p if self.training else 0.
 
-        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = self.heads(x)
         if rope is not None:
             q = rotate_patch_tokens(q, rope, P, self.rotate_half)
             k = rotate_patch_tokens(k, rope, P, self.rotate_half)
