@@ -20,7 +20,7 @@ from jetvit_mm.search import SupernetSampler
 from .conftest import REPO, run_tool
 
 CONFIG = REPO / 'configs' / 'tiny' / 'distill_supernet_tiny_cityscapes.py'
-TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2)
+TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=4)  # as the config
 
 
 def make_teacher_checkpoint(path: Path) -> Path:
@@ -179,12 +179,14 @@ def test_training_lowers_loss_keeps_teacher_and_samples_paths(trained, tiny_city
     before = build_distiller(teacher_ckpt).eval()
     after = build_distiller(teacher_ckpt).eval()
     after.load_state_dict(state)
+    losses = {}
     with torch.no_grad():
-        for arch in ('LLLL', 'WWWW', 'LWLW'):
+        for arch in ('LLLL', 'WWWW', 'LWLW', 'WLWL'):
             before.student.set_arch(arch)
             after.student.set_arch(arch)
-            loss_before, loss_after = before.loss(x)['loss_distill'], after.loss(x)['loss_distill']
-            assert loss_after < loss_before, (arch, loss_before, loss_after)
+            losses[arch] = (before.loss(x)['loss_distill'].item(), after.loss(x)['loss_distill'].item())
+    mean_before, mean_after = (sum(v[i] for v in losses.values()) / len(losses) for i in (0, 1))
+    assert mean_after < 0.95 * mean_before, losses
 
 
 def test_resume_continues_the_path_sequence(trained, tiny_cityscapes, teacher_ckpt, tmp_path):
