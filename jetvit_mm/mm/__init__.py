@@ -6,6 +6,16 @@ Importing it registers every jetvit_mm type (see :mod:`jetvit_mm.mm.registry`)::
 """
 from .backbones import JetViT, JetViTSupernet
 from .checkpoint import enable_runner_checkpoint_loading, load_local_checkpoint
+from .depth import (
+    AffineInvariantDepthMetric,
+    DA2KDataset,
+    DA2KMetric,
+    DepthAnythingResize,
+    DPTDepthHead,
+    JetViTDepthAnything,
+    PseudoLabelDepthEstimator,
+    ScaleShiftInvariantLoss,
+)
 from .distiller import FeatureDistiller
 from .hooks import SupernetSamplerHook
 from .necks import SimpleFeaturePyramid
@@ -13,6 +23,8 @@ from .optim import LayerDecayOptimWrapperConstructor
 from .registry import registered_types
 from .seg_heads import LinearProbeHead
 
-__all__ = ['FeatureDistiller', 'JetViT', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
+__all__ = ['AffineInvariantDepthMetric', 'DA2KDataset', 'DA2KMetric', 'DPTDepthHead', 'DepthAnythingResize',
+           'JetViTDepthAnything', 'PseudoLabelDepthEstimator', 'ScaleShiftInvariantLoss',
+           'FeatureDistiller', 'JetViT', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
            'SimpleFeaturePyramid', 'SupernetSamplerHook', 'enable_runner_checkpoint_loading', 'load_local_checkpoint',
            'registered_types']

@@ -18,9 +18,10 @@ from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
-from .registry import MODELS
+from .registry import METRICS, MODELS
 
-# Direction of every metric the search can optimise (True: higher is better).
+# Direction of the framework metrics the search can optimise (True: higher is better). This project's own
+# metric classes declare theirs in a ``higher_is_better`` dict, read by :func:`check_metric`.
 METRIC_DIRECTIONS: Dict[str, bool] = {
     'mIoU': True, 'aAcc': True, 'mAcc': True, 'mDice': True, 'mFscore': True,
     'coco/bbox_mAP': True, 'coco/segm_mAP': True,
@@ -39,17 +40,22 @@ BACKBONE_KEYS = ('model_name', 'window_size', 'linear_cfg', 'embed_dim', 'depth'
 
 def check_metric(metric: str, evaluator_cfg: Optional[dict]) -> bool:
     """Validate ``metric`` before any scoring; returns whether higher is better."""
+    directions = dict(METRIC_DIRECTIONS)
     if metric != 'distill_loss' and evaluator_cfg is not None:
         kind = evaluator_cfg.get('type', '').split('.')[-1]
-        if kind in EVALUATOR_METRICS:
-            names = EVALUATOR_METRICS[kind](evaluator_cfg)
-            if metric not in names:
-                raise ValueError(f'unknown metric {metric!r}: the config\'s {kind} reports {names}; '
-                                 f'or use distill_loss (no labels)')
-    if metric not in METRIC_DIRECTIONS:
+        declared = getattr(METRICS.get(kind), 'higher_is_better', None) if kind else None
+        if isinstance(declared, dict):  # a metric class that declares its names and directions
+            names = list(declared)
+            directions.update(declared)
+        else:
+            names = EVALUATOR_METRICS[kind](evaluator_cfg) if kind in EVALUATOR_METRICS else None
+        if names is not None and metric not in names:
+            raise ValueError(f'unknown metric {metric!r}: the config\'s {kind} reports {names}; '
+                             f'or use distill_loss (no labels)')
+    if metric not in directions:
         raise ValueError(f'metric {metric!r} has no declared direction (higher or lower is better); declared: '
-                         f'{sorted(METRIC_DIRECTIONS)}')
-    return METRIC_DIRECTIONS[metric]
+                         f'{sorted(directions)}')
+    return directions[metric]
 
 
 def backbone_args(cfg: Config) -> dict:

@@ -13,4 +13,20 @@ examples = dict(
     LayerDecayOptimWrapperConstructor=dict(
         type='LayerDecayOptimWrapperConstructor', paramwise_cfg=dict(layer_decay_rate=0.7),
         optim_wrapper_cfg=dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.1))),
+    # depth (jetvit_mm/mm/depth.py)
+    DPTDepthHead=dict(type='DPTDepthHead', in_channels=32, features=16, out_channels=[8, 16, 32, 32]),
+    JetViTDepthAnything=dict(type='JetViTDepthAnything', model_name='dinov2_vits14', embed_dim=32, depth=4,
+                             num_heads=2, out_indices=(0, 1, 2, 3), features=16, out_channels=[8, 16, 32, 32]),
+    PseudoLabelDepthEstimator=dict(
+        type='PseudoLabelDepthEstimator',
+        teacher=dict(type='JetViTDepthAnything', model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2,
+                     out_indices=(0, 1, 2, 3), features=16, out_channels=[8, 16, 32, 32]),
+        backbone=dict(type='JetViT', model_name='dinov2_vits14', arch='LWFF', embed_dim=32, depth=4, num_heads=2,
+                      out_indices=(0, 1, 2, 3), window_size=2),
+        decode_head=dict(type='DPTDepthHead', in_channels=32, features=16, out_channels=[8, 16, 32, 32])),
+    ScaleShiftInvariantLoss=dict(type='ScaleShiftInvariantLoss', gradient_weight=2.0),
+    DepthAnythingResize=dict(type='DepthAnythingResize', size=518),
+    DA2KDataset=dict(type='DA2KDataset', data_root='data/da2k', lazy_init=True),
+    AffineInvariantDepthMetric=dict(type='AffineInvariantDepthMetric', max_depth=10.0),
+    DA2KMetric=dict(type='DA2KMetric'),
 )
