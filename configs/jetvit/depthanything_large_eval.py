@@ -6,8 +6,7 @@
 # Weights: the model is mmseg's DepthEstimator with a JetViT backbone (the four tapped layers 4, 11, 17, 23, after
 # the final norm) and DepthAnythingV2's DPT head, whose parameters keep the original names. Convert the official
 # file once to this layout (backbone.* + decode_head.*), then test it:
-#   python -c "from jetvit_mm.models.depth_anything import export_mmseg_checkpoint as e; \
-#              e('depth_anything_v2_vitl.pth', 'work_dirs/depth_anything_v2_vitl_mmseg.pth')"
+#   python tools/convert_depth_anything.py depth_anything_v2_vitl.pth work_dirs/depth_anything_v2_vitl_mmseg.pth
 #   python tools/test.py configs/jetvit/depthanything_large_eval.py work_dirs/depth_anything_v2_vitl_mmseg.pth \
 #       --out metrics.json
 # A searched hybrid (tools/search.py --export writes hybrid_<arch>_with_head.pth) or a fine-tuned one
