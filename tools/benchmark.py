@@ -15,10 +15,22 @@ docs/benchmarks.md.
 
 `distill-step` times one distillation training step of a supernet (path set to --arch) against a fixed-arch
 student with the same arch, interleaved (the supernet's overhead target: at most 1.25x).
+
+    python tools/benchmark.py models [--model dinov3_vitb16] [--arch teacher|2F|all-L|all-W|ARCH ...]
+        [--config CONFIG] [--checkpoint EXPORTED.pth] [--size H W ...] [--batch 1] [--dtype fp32|bf16|fp16]
+        [--device cpu|cuda] [--warmup 1] [--repeat 5] [--compile] [--throughput [BATCH]] [--threads N]
+        [--no-teacher] [--no-memory] [--profile] [--json PATH] [--plot PNG]
+
+`models` times whole JetViT forwards (random weights unless --checkpoint) for each arch at each --size, archs
+interleaved per repeat, and reports latency (median, min, max), images/s, the peak memory of one forward (a fresh
+process per arch and size: jetvit_mm/benchmark/memory.py), FLOPs with attention counted
+(jetvit_mm/benchmark/flops.py) and the speed-up over the all-F teacher (always added unless --no-teacher).
+Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F layers (12 layers: LWLLWWLLWFLF).
 """
 import argparse
 import datetime
 import json
+import os
 import platform
 import statistics
 import time
@@ -29,7 +41,12 @@ import torch
 from timm.layers import Mlp, RotaryEmbeddingDinoV3
 from torch import nn
 
-from jetvit_mm.models.mixers import build_mixer
+from jetvit_mm.benchmark.flops import count_flops
+from jetvit_mm.benchmark.memory import DTYPES as MEMORY_DTYPES
+from jetvit_mm.benchmark.memory import measure_forward_memory
+from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.models.mixers import build_mixer, validate_arch
+from jetvit_mm.models.variants import get_variant
 
 DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16}
 LINEAR_CONVS = ('none', 'static', 'squeeze', 'token')
@@ -240,6 +257,401 @@ def run_distill_step(args: argparse.Namespace) -> dict:
     return result
 
 
+# ----------------------------------------------------------------------------- models: whole-model benchmark
+
+# The 2-F shortcut: METHOD.md's 12-layer example (F at layers 9 and 11, the last layers, where the paper's search put
+# DINOv3's full attention for a linear-probe head); other depths: F at the paper's DINOv3-L layers scaled to depth.
+TWO_FULL_ARCHS = {12: 'LWLLWWLLWFLF'}
+ARCH_SHORTCUTS = ('teacher', '2F', 'all-L', 'all-W')
+DEFAULT_ARCHS = ('teacher', '2F', 'all-L')
+MODEL_DTYPES = ('fp32', 'bf16', 'fp16')
+SUPERNET_ONLY_KEYS = ('search_space', 'step1_arch', 'freeze_mlp')
+NOT_BUILD_KEYS = ('type', 'init_cfg', 'checkpoint', 'frozen')
+MIB = 2 ** 20
+
+
+def two_full_arch(depth: int) -> str:
+    """A paper-style hybrid with 2 F layers near the end, the rest alternating L/W."""
+    if depth in TWO_FULL_ARCHS:
+        return TWO_FULL_ARCHS[depth]
+    letters = ['LWLLWW'[i % 6] for i in range(depth)]
+    for i in (depth * 14 // 24, depth * 22 // 24):
+        letters[i] = 'F'
+    return ''.join(letters)
+
+
+def resolve_arch(name: str, depth: int) -> str:
+    """An arch string from a shortcut (teacher, 2F, all-L, all-W) or an arch string itself (validated)."""
+    shortcuts = {'teacher': 'F' * depth, '2F': two_full_arch(depth), 'all-L': 'L' * depth, 'all-W': 'W' * depth}
+    if name in shortcuts:
+        return shortcuts[name]
+    try:
+        return validate_arch(name, depth)
+    except ValueError as e:
+        raise ValueError(f'{e} (or a shortcut: {", ".join(ARCH_SHORTCUTS)})') from None
+
+
+def backbone_from_config(path: str) -> dict:
+    """JetViT keyword arguments of a config's ``model.backbone`` (or a distiller's ``model.student``)."""
+    from mmengine.config import Config
+
+    model = Config.fromfile(path).model
+    backbone = model.get('backbone') or model.get('student')
+    if backbone is None:
+        raise ValueError(f'{path}: model has neither a backbone nor a student to benchmark')
+    backbone = backbone.to_dict() if hasattr(backbone, 'to_dict') else dict(backbone)
+    kind = str(backbone.get('type', 'JetViT')).split('.')[-1]
+    if kind not in ('JetViT', 'JetViTSupernet'):
+        raise ValueError(f'{path}: backbone type {kind!r} is not a JetViT (or JetViTSupernet)')
+    return {k: v for k, v in backbone.items() if k not in NOT_BUILD_KEYS + SUPERNET_ONLY_KEYS}
+
+
+def model_entries(args: argparse.Namespace) -> List[Dict[str, object]]:
+    """What `models` measures: one dict per arch with its label, arch string and JetViT keyword arguments."""
+    base = backbone_from_config(args.config) if args.config else {}
+    config_arch = base.pop('arch', None)
+    base.setdefault('model_name', args.model)
+    if args.window is not None:
+        base['window_size'] = args.window
+    depth = get_variant(base['model_name']).depth if base.get('depth') is None else int(base['depth'])
+    names = args.arch or ([config_arch or 'teacher'] if args.config else list(DEFAULT_ARCHS))
+    if args.checkpoint and len([n for n in names if resolve_arch(n, depth) != 'F' * depth]) != 1:
+        raise ValueError('--checkpoint needs exactly one non-teacher --arch: the exported hybrid\'s arch')
+    entries = []
+    for name in names:
+        arch = resolve_arch(name, depth)
+        kwargs = dict(base, arch=arch)
+        if args.checkpoint and arch != 'F' * depth:
+            kwargs['checkpoint'] = str(args.checkpoint)
+        label = name if name in ARCH_SHORTCUTS else arch
+        if label in [e['label'] for e in entries]:
+            continue
+        entries.append({'label': label, 'arch': arch, 'kwargs': kwargs})
+    if not args.no_teacher and 'F' * depth not in [e['arch'] for e in entries]:
+        entries.insert(0, {'label': 'teacher', 'arch': 'F' * depth, 'kwargs': dict(base, arch='F' * depth)})
+    return entries
+
+
+def _mixer_counts(arch: str) -> str:
+    return ' '.join(f'{arch.count(letter)}{letter}' for letter in 'FWL' if arch.count(letter))
+
+
+def largest_cuda_batch(model: nn.Module, size: Tuple[int, int], dtype: torch.dtype, device: torch.device,
+                       cap: int = 1024) -> int:
+    """The largest power-of-two batch whose forward fits in GPU memory (at most ``cap``)."""
+    fits, batch = 0, 1
+    while batch <= cap:
+        try:
+            with torch.inference_mode():
+                model(torch.randn(batch, 3, *size, device=device, dtype=dtype))
+            torch.cuda.synchronize(device)
+            fits, batch = batch, batch * 2
+        except torch.cuda.OutOfMemoryError:
+            break
+        finally:
+            torch.cuda.empty_cache()
+    if not fits:
+        raise RuntimeError(f'not even batch 1 fits at {size[0]}x{size[1]}')
+    return fits
+
+
+def block_times(model: nn.Module, x: torch.Tensor, device: torch.device) -> List[float]:
+    """Milliseconds of each block in one forward (forward hooks; synchronised on CUDA)."""
+    times: List[float] = []
+    starts: Dict[int, float] = {}
+
+    def now() -> float:
+        if device.type == 'cuda':
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    def pre(module: nn.Module, args: tuple) -> None:
+        starts[id(module)] = now()
+
+    def post(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        times.append((now() - starts[id(module)]) * 1e3)
+
+    handles = [h for b in model.blocks for h in (b.register_forward_pre_hook(pre), b.register_forward_hook(post))]
+    try:
+        with torch.inference_mode():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return times
+
+
+def profile_model(model: nn.Module, x: torch.Tensor, device: torch.device, top: int = 12) -> List[Dict[str, object]]:
+    """Top ops by self time of one forward under torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == 'cuda' else [])
+    with torch.inference_mode(), profile(activities=activities) as prof:
+        model(x)
+    attr = 'self_device_time_total' if device.type == 'cuda' else 'self_cpu_time_total'
+    events = sorted(prof.key_averages(), key=lambda e: getattr(e, attr), reverse=True)
+    total = sum(getattr(e, attr) for e in events)
+    return [{'op': e.key, 'self_ms': getattr(e, attr) / 1e3, 'share': getattr(e, attr) / total, 'calls': e.count}
+            for e in events[:top]]
+
+
+QUIET_CORES = 0.25  # a sample is "quiet" when other processes used less CPU than this while it ran
+
+
+class CpuContention:
+    """CPU time other processes used while a call ran, in cores (Linux /proc; None elsewhere).
+
+    The machine this runs on may be shared: a 2-thread forward slows down ~2x when other jobs take the cores. Each
+    sample records ``(busy CPU of the whole machine - this process's CPU) / wall time``, so every figure says how
+    contended it was. Calls shorter than 20 clock ticks (0.2 s) get None: tick accounting cannot tell.
+    """
+
+    def __init__(self) -> None:
+        self.available = Path('/proc/stat').is_file() and Path('/proc/self/stat').is_file()
+        self.hz = os.sysconf('SC_CLK_TCK') if self.available else 100
+
+    def snapshot(self) -> Optional[Tuple[float, int, int]]:
+        if not self.available:
+            return None
+        with open('/proc/stat') as f:
+            user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in f.readline().split()[1:8])
+        with open('/proc/self/stat') as f:
+            own = f.read().rsplit(')', 1)[1].split()
+        return time.perf_counter(), user + nice + system + irq + softirq, int(own[11]) + int(own[12])
+
+    def others_cores(self, before: Optional[tuple], after: Optional[tuple]) -> Optional[float]:
+        if before is None or after is None or after[0] - before[0] < 20 / self.hz:
+            return None  # unknown, or too short for the kernel's tick-based CPU accounting
+        busy, own = after[1] - before[1], after[2] - before[2]
+        return max(0., (busy - own) / self.hz / (after[0] - before[0]))
+
+
+def quiet_stats(samples: List[float], others: List[Optional[float]]) -> Dict[str, object]:
+    """Median/min over the samples taken while other processes used < QUIET_CORES of CPU."""
+    quiet = [ms for ms, o in zip(samples, others) if o is not None and o < QUIET_CORES]
+    known = [o for o in others if o is not None]
+    return {'others_cores': others, 'others_cores_mean': statistics.mean(known) if known else None,
+            'quiet_samples': len(quiet), 'quiet_median_ms': statistics.median(quiet) if quiet else None,
+            'quiet_min_ms': min(quiet) if quiet else None}
+
+
+def run_models(args: argparse.Namespace) -> dict:
+    """Whole-model forward latency, throughput, peak memory and FLOPs per arch and input size, archs interleaved."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device, dtype = torch.device(args.device), MEMORY_DTYPES[args.dtype]
+    sizes = [tuple(s) for s in (args.size or [(512, 1024), (1024, 2048)])]
+    entries = model_entries(args)
+    started = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
+    load_start = os.getloadavg()
+    print(f'models: {", ".join(e["label"] + " " + e["arch"] for e in entries)}; sizes '
+          f'{", ".join(f"{h}x{w}" for h, w in sizes)}; batch {args.batch}, {args.dtype} on {args.device}, '
+          f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}', flush=True)
+    models: Dict[str, nn.Module] = {}
+    for e in entries:
+        torch.manual_seed(0)  # the same random weights wherever two archs share them
+        models[e['label']] = JetViT(**e['kwargs']).to(device=device, dtype=dtype).eval()
+    runners = {label: (torch.compile(m) if args.compile else m) for label, m in models.items()}
+    timer = make_timer(device)
+    probe = CpuContention()
+
+    rows: List[Dict[str, object]] = []
+    samples: Dict[str, Dict[str, List[float]]] = {}
+    for h, w in sizes:
+        key = f'{h}x{w}'
+        print(f'\n{key}: latency at batch {args.batch}', flush=True)
+        x = torch.randn(args.batch, 3, h, w, device=device, dtype=dtype)
+        others: Dict[str, List[Optional[float]]] = {label: [] for label in runners}
+
+        def run(label: str, x: torch.Tensor = x, others: Dict[str, list] = others) -> torch.Tensor:
+            before = probe.snapshot()
+            out = runners[label](x)
+            others[label].append(probe.others_cores(before, probe.snapshot()))
+            return out
+
+        with torch.inference_mode():
+            samples[key] = time_interleaved({label: (lambda label=label: run(label)) for label in runners}, timer,
+                                            args.warmup, args.repeat)
+        stats = summarize(samples[key])
+        for label in stats:
+            stats[label].update(quiet_stats(samples[key][label], others[label][args.warmup:]))
+        throughput = {label: (args.batch, args.batch * 1e3 / s['median_ms']) for label, s in stats.items()}
+        if args.throughput is not None and (args.throughput > 0 or device.type == 'cuda'):
+            batches = {label: (args.throughput if args.throughput > 0 else largest_cuda_batch(m, (h, w), dtype, device))
+                       for label, m in runners.items()}
+            if any(b != args.batch for b in batches.values()):
+                print(f'{key}: throughput at batch {batches}', flush=True)
+                inputs = {b: torch.randn(b, 3, h, w, device=device, dtype=dtype) for b in set(batches.values())}
+                with torch.inference_mode():
+                    tp = summarize(time_interleaved(
+                        {label: (lambda m=m, xb=inputs[batches[label]]: m(xb)) for label, m in runners.items()},
+                        timer, args.warmup, args.repeat))
+                throughput = {label: (batches[label], batches[label] * 1e3 / tp[label]['median_ms'])
+                              for label in runners}
+        for e in entries:
+            label = e['label']
+            flops = count_flops(models[label], (h, w))
+            rows.append({'size': key, 'tokens': (h // models[label].patch_size) * (w // models[label].patch_size),
+                         'label': label, 'arch': e['arch'], 'gflops': flops['gflops'],
+                         'gflops_by_part': {k: v / 1e9 for k, v in flops['by_part'].items()},
+                         **stats[label], 'throughput_batch': throughput[label][0],
+                         'images_per_s': throughput[label][1]})
+    teacher = 'F' * models[entries[0]['label']].depth
+    for row in rows:
+        ref = next((r for r in rows if r['size'] == row['size'] and r['arch'] == teacher), None)
+        row['speedup'] = ref['median_ms'] / row['median_ms'] if ref else None
+        row['speedup_min'] = ref['min_ms'] / row['min_ms'] if ref else None
+        quiet = ref and ref.get('quiet_median_ms') and row.get('quiet_median_ms')
+        row['speedup_quiet'] = ref['quiet_median_ms'] / row['quiet_median_ms'] if quiet else None
+
+    if not args.no_memory:
+        print('\npeak memory: one fresh process per arch and size', flush=True)
+        for row in rows:
+            e = next(e for e in entries if e['label'] == row['label'])
+            h, w = (int(v) for v in str(row['size']).split('x'))
+            mem = measure_forward_memory(e['kwargs'], (args.batch, 3, h, w), args.dtype, args.device, args.threads)
+            row['memory'] = mem
+            row['peak_increase_mib'] = mem['peak_increase_bytes'] / MIB
+            print(f'  {row["size"]} {row["label"]}: +{row["peak_increase_mib"]:.0f} MiB ({mem["method"]})', flush=True)
+
+    profiles = {}
+    if args.profile:
+        h, w = sizes[-1]
+        x = torch.randn(1, 3, h, w, device=device, dtype=dtype)
+        print(f'\nprofile at {h}x{w}, batch 1 (block times, then torch.profiler top ops)', flush=True)
+        for e in entries:
+            model = models[e['label']]
+            times = block_times(model, x, device)
+            per_letter = {letter: statistics.mean(t for t, a in zip(times, e['arch']) if a == letter)
+                          for letter in sorted(set(e['arch']))}
+            profiles[e['label']] = {'block_ms': times, 'mean_block_ms_by_mixer': per_letter,
+                                    'top_ops': profile_model(model, x, device)}
+    load_end = os.getloadavg()
+    targets = check_model_targets(rows)
+    print_models_table(rows, targets, profiles)
+    print(f'\nload average: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end', flush=True)
+    result = {
+        'command': 'models', 'args': {k: v for k, v in vars(args).items() if k != 'func'}, 'date': started,
+        'machine': {'platform': platform.platform(), 'processor': platform.processor(), 'torch': torch.__version__,
+                    'threads': torch.get_num_threads(), 'cpu_count': os.cpu_count(),
+                    'cuda_device': torch.cuda.get_device_name(device) if device.type == 'cuda' else None},
+        'load_average': {'start': load_start, 'end': load_end},
+        'entries': [{k: e[k] for k in ('label', 'arch', 'kwargs')} for e in entries],
+        'rows': rows, 'samples_ms': samples, 'targets': targets, 'profiles': profiles,
+    }
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
+    if args.plot:
+        plot_scaling(rows, args.plot, f'{entries[0]["kwargs"]["model_name"]}, {args.dtype}, batch {args.batch}, '
+                                      f'{args.device} ({torch.get_num_threads()} threads)')
+    return result
+
+
+def _row(rows: List[Dict[str, object]], size: str, label: str) -> Optional[Dict[str, object]]:
+    return next((r for r in rows if r['size'] == size and r['label'] == label), None)
+
+
+def _quiet_note(value: Optional[float]) -> str:
+    return f', x{value:.2f} (median of quiet samples)' if value else ''
+
+
+def check_model_targets(rows: List[Dict[str, object]]) -> List[Dict[str, object]]:
+    """docs/benchmarks.md's whole-model targets (verdicts on medians), for those whose entries were measured."""
+    targets = []
+    for label, goal in (('2F', 1.9), ('all-L', 2.5)):
+        r = _row(rows, '1024x2048', label)
+        if r and r['speedup']:
+            targets.append({'target': f'{label} >= {goal}x faster than the teacher at 1024x2048',
+                            'value': f'x{r["speedup"]:.2f} (median), x{r["speedup_min"]:.2f} (min)'
+                                     + _quiet_note(r.get('speedup_quiet')),
+                            'met': r['speedup'] >= goal})
+    small, large = '512x1024', '1024x2048'
+    for label, check in (('all-L', lambda g: g <= 4.5), ('teacher', lambda g: g > 4.0)):
+        a, b = _row(rows, small, label), _row(rows, large, label)
+        if a and b:
+            growth = b['median_ms'] / a['median_ms']
+            rule = 'at most 4.5x' if label == 'all-L' else 'super-linear (> 4x)'
+            quiet = (b['quiet_median_ms'] / a['quiet_median_ms']
+                     if a.get('quiet_median_ms') and b.get('quiet_median_ms') else None)
+            targets.append({'target': f'{label} latency growth {small} -> {large} (4x tokens) {rule}',
+                            'value': f'x{growth:.2f} (median), x{b["min_ms"] / a["min_ms"]:.2f} (min)'
+                                     + _quiet_note(quiet),
+                            'met': check(growth)})
+    t, hyb = _row(rows, large, 'teacher'), _row(rows, large, '2F')
+    if t and hyb and 'memory' in t and 'memory' in hyb:
+        targets.append({'target': f'2F peak forward memory below the teacher\'s at {large}',
+                        'value': f'{hyb["peak_increase_mib"]:.0f} MiB vs {t["peak_increase_mib"]:.0f} MiB',
+                        'met': hyb['peak_increase_mib'] < t['peak_increase_mib']})
+    return targets
+
+
+def print_models_table(rows: List[Dict[str, object]], targets: List[Dict[str, object]], profiles: dict) -> None:
+    def fmt(value: Optional[float], spec: str, prefix: str = '') -> str:
+        return '-' if value is None else prefix + format(value, spec)
+
+    columns = [('size', 9), ('arch', 22), ('mixers', 9), ('GFLOPs', 7), ('median ms', 9), ('min ms', 9),
+               ('max ms', 9), ('img/s', 7), ('peak MiB', 8), ('speed-up', 8), ('others CPU', 10), ('quiet', 5),
+               ('quiet med ms', 12), ('quiet speed-up', 14)]
+    print('\n| ' + ' | '.join(f'{name:>{width}}' for name, width in columns) + ' |')
+    print('|' + '|'.join('-' * (width + 2) for _, width in columns) + '|')
+    for r in rows:
+        name = r['label'] if r['label'] == r['arch'] else f'{r["label"]} {r["arch"]}'
+        cells = [r['size'], name, _mixer_counts(str(r['arch'])), f'{r["gflops"]:.1f}', f'{r["median_ms"]:.1f}',
+                 f'{r["min_ms"]:.1f}', f'{r["max_ms"]:.1f}', f'{r["images_per_s"]:.3f}',
+                 fmt(r.get('peak_increase_mib'), '.0f'), fmt(r['speedup'], '.2f', 'x'),
+                 fmt(r.get('others_cores_mean'), '.2f'), f'{r.get("quiet_samples", 0)}/{len(r["others_cores"])}',
+                 fmt(r.get('quiet_median_ms'), '.1f'), fmt(r.get('speedup_quiet'), '.2f', 'x')]
+        print('| ' + ' | '.join(f'{str(c):>{width}}' for c, (_, width) in zip(cells, columns)) + ' |')
+    print(f'(others CPU: mean cores other processes used while a sample ran; quiet: samples with < {QUIET_CORES})')
+    for label, p in profiles.items():
+        blocks = ', '.join(f'{k} {v:.0f} ms' for k, v in p['mean_block_ms_by_mixer'].items())
+        print(f'\n{label}: mean block time by mixer: {blocks}; top ops by self time:')
+        for op in p['top_ops']:
+            print(f'  {op["op"]:<48} {op["self_ms"]:>9.1f} ms {op["share"] * 100:>5.1f}% {op["calls"]:>5} calls')
+    for t in targets:
+        print(f'{"MET " if t["met"] else "MISS"}  {t["target"]}: {t["value"]}')
+
+
+def plot_scaling(rows: List[Dict[str, object]], path: Path, title: str) -> None:
+    """Median latency (min-max bars) vs patch tokens per arch, log-log, with a linear-in-tokens guide."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=100)
+    labels = list(dict.fromkeys(r['label'] for r in rows))
+    for label in labels:
+        rs = sorted((r for r in rows if r['label'] == label), key=lambda r: r['tokens'])
+        xs = [r['tokens'] for r in rs]
+        ys = [r['median_ms'] / 1e3 for r in rs]
+        err = [[(r['median_ms'] - r['min_ms']) / 1e3 for r in rs], [(r['max_ms'] - r['median_ms']) / 1e3 for r in rs]]
+        name = label if label == rs[0]['arch'] else f'{label} ({rs[0]["arch"]})'
+        ax.errorbar(xs, ys, yerr=err, marker='o', capsize=3, label=name)
+    fastest = min((r for r in rows), key=lambda r: (r['tokens'], r['median_ms']))
+    xs = sorted({r['tokens'] for r in rows})
+    ax.plot(xs, [fastest['median_ms'] / 1e3 * t / xs[0] for t in xs], 'k:', lw=1, label='linear in tokens')
+    ax.set_xscale('log', base=2)
+    ax.set_yscale('log')
+    ax.set_xticks(xs)
+    ax.set_xticklabels([next(r['size'] for r in rows if r['tokens'] == t) for t in xs])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f'{v:g}'))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel('input size (patch tokens: 16x16 px each)')
+    ax.set_ylabel('forward latency, s (median, min-max)')
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which='major', alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest='command', required=True)
@@ -270,6 +682,35 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     step.add_argument('--threads', type=int, default=0)
     step.add_argument('--json', type=Path, default=None)
     step.set_defaults(func=run_distill_step)
+
+    models = sub.add_parser('models', help='whole-model latency, throughput, memory, FLOPs per arch and size')
+    models.add_argument('--model', default='dinov3_vitb16', help='teacher variant (ignored with --config)')
+    models.add_argument('--arch', action='append', default=None,
+                        help=f'arch string or shortcut ({", ".join(ARCH_SHORTCUTS)}), repeatable; '
+                             f'default: {" ".join(DEFAULT_ARCHS)} (the config\'s arch with --config)')
+    models.add_argument('--config', default=None, help='take the JetViT arguments from this config\'s model.backbone')
+    models.add_argument('--checkpoint', type=Path, default=None,
+                        help='exported JetViT checkpoint for the one non-teacher --arch (otherwise random weights)')
+    models.add_argument('--window', type=int, default=None, help='window size of W (default: model / config)')
+    models.add_argument('--size', type=int, nargs=2, action='append', default=None, metavar=('H', 'W'),
+                        help='input size in pixels, repeatable (default: 512 1024 and 1024 2048)')
+    models.add_argument('--batch', type=int, default=1, help='batch of the latency run')
+    models.add_argument('--dtype', choices=MODEL_DTYPES, default='fp32')
+    models.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
+    models.add_argument('--warmup', type=int, default=1)
+    models.add_argument('--repeat', type=int, default=5)
+    models.add_argument('--compile', action='store_true', help='time torch.compile(model) (memory probe: eager)')
+    models.add_argument('--throughput', type=int, nargs='?', const=-1, default=None, metavar='BATCH',
+                        help='also time this batch for images/s; without a value: the largest power-of-two batch '
+                             'that fits (CUDA) or --batch (CPU). Default: images/s of the latency run')
+    models.add_argument('--threads', type=int, default=0, help='torch threads on CPU (0: torch default)')
+    models.add_argument('--no-teacher', action='store_true', help='do not add the all-F teacher as reference')
+    models.add_argument('--no-memory', action='store_true', help='skip the peak-memory processes')
+    models.add_argument('--profile', action='store_true',
+                        help='at the largest size: per-block times and torch.profiler top ops per arch')
+    models.add_argument('--json', type=Path, default=None)
+    models.add_argument('--plot', type=Path, default=None, help='PNG of latency vs input size per arch')
+    models.set_defaults(func=run_models)
     return parser.parse_args(argv)
 
 

@@ -1,0 +1,97 @@
+"""Peak memory of one JetViT forward, measured in a fresh Python process per model and input size.
+
+CPU: the process builds the model, runs one warm-up forward (one-time allocations such as oneDNN caches then count
+as baseline), resets the kernel's peak-RSS mark (``echo 5 > /proc/self/clear_refs``, Linux >= 4.0), records the
+RSS, runs the measured forward and reads the new peak (``VmHWM``). The figure is the peak *increase* of the forward
+over the resident model (weights included in ``peak_rss_bytes``). glibc's malloc runs with a fixed mmap threshold
+(``MALLOC_MMAP_THRESHOLD_``) so that freed tensors go back to the kernel instead of staying resident and hiding
+later allocations. Where ``clear_refs`` is not writable, the increase is taken against ``ru_maxrss`` instead (an
+upper bound: the model build's own peak can hide part of the forward's).
+
+CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus the memory allocated before.
+
+    python -m jetvit_mm.benchmark.memory '{"model": {...JetViT kwargs...}, "input_shape": [1, 3, 512, 1024]}'
+
+prints one JSON line. :func:`measure_forward_memory` runs that in a subprocess.
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+from typing import Any, Dict, Optional, Sequence
+
+import torch
+
+DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp16': torch.float16}
+MMAP_THRESHOLD = 128 * 1024
+
+
+def _status_bytes(field: str) -> int:
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith(field + ':'):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f'{field} not in /proc/self/status')
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        return True
+    except OSError:
+        return False
+
+
+def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """Build ``JetViT(**spec['model'])`` and measure the peak memory of one forward (run it in a fresh process)."""
+    from jetvit_mm.models.jetvit import JetViT
+
+    if spec.get('threads'):
+        torch.set_num_threads(int(spec['threads']))
+    device = torch.device(spec.get('device', 'cpu'))
+    dtype = DTYPES[spec.get('dtype', 'fp32')]
+    torch.manual_seed(0)
+    model = JetViT(**spec['model']).to(device=device, dtype=dtype).eval()
+    x = torch.randn(*spec['input_shape'], device=device, dtype=dtype)
+    weights = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+    with torch.inference_mode():
+        for _ in range(int(spec.get('warmup', 1))):
+            model(x)
+        if device.type == 'cuda':
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            before = torch.cuda.memory_allocated(device)
+            out = model(x)
+            torch.cuda.synchronize(device)
+            peak = torch.cuda.max_memory_allocated(device)
+            del out
+            return {'method': 'torch.cuda.max_memory_allocated', 'peak_increase_bytes': peak - before,
+                    'peak_bytes': peak, 'weights_bytes': weights}
+        exact = _reset_peak_rss()
+        before = _status_bytes('VmRSS')
+        out = model(x)
+        peak = _status_bytes('VmHWM') if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        del out
+    return {'method': 'VmHWM after clear_refs' if exact else 'ru_maxrss (upper bound)',
+            'peak_increase_bytes': peak - before, 'peak_rss_bytes': peak, 'rss_before_bytes': before,
+            'weights_bytes': weights}
+
+
+def measure_forward_memory(model_kwargs: Dict[str, Any], input_shape: Sequence[int], dtype: str = 'fp32',
+                           device: str = 'cpu', threads: int = 0, warmup: int = 1,
+                           timeout: Optional[float] = None) -> Dict[str, Any]:
+    """:func:`forward_memory` in a fresh interpreter (so that one model's peak never hides another's)."""
+    spec = {'model': model_kwargs, 'input_shape': list(input_shape), 'dtype': dtype, 'device': device,
+            'threads': threads, 'warmup': warmup}
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(MMAP_THRESHOLD))
+    proc = subprocess.run([sys.executable, '-m', 'jetvit_mm.benchmark.memory', json.dumps(spec)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f'memory probe failed ({proc.returncode}):\n{proc.stderr[-4000:]}')
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+if __name__ == '__main__':
+    print(json.dumps(forward_memory(json.loads(sys.argv[1]))))
