@@ -86,8 +86,8 @@ def backbone_checkpoint(tmp_path_factory) -> Path:
 def probe_runs(tiny_cityscapes, tiny_ade20k, backbone_checkpoint, tmp_path_factory) -> dict:
     """Per dataset: train the tiny probe for a few iterations from known backbone weights, a checkpoint each.
 
-    Cityscapes is then evaluated by tools/test.py (sliding windows); ADE20K validates at the end of training
-    (the same IoUMetric), which saves one interpreter start. The two datasets run side by side.
+    Both are then evaluated by tools/test.py (Cityscapes with sliding windows); ADE20K also validates at the
+    end of training. The two datasets run side by side.
     """
     roots = {'cityscapes': tiny_cityscapes, 'ade20k': tiny_ade20k}
 
@@ -99,11 +99,10 @@ def probe_runs(tiny_cityscapes, tiny_ade20k, backbone_checkpoint, tmp_path_facto
         train = run_tool('train.py', TINY[name], '--work-dir', work, '--cfg-options', *data_options(roots[name]),
                          *options, *validate)
         result = dict(work=work, train_log=train.stdout + train.stderr)
-        if name == 'cityscapes':
-            metrics = work / 'metrics.json'
-            test = run_tool('test.py', TINY[name], work / f'iter_{TRAIN_ITERS}.pth', '--work-dir', work / 'test',
-                            '--out', metrics, '--cfg-options', *data_options(roots[name]))
-            result.update(test_log=test.stdout + test.stderr, metrics=json.loads(metrics.read_text()))
+        metrics = work / 'metrics.json'
+        test = run_tool('test.py', TINY[name], work / f'iter_{TRAIN_ITERS}.pth', '--work-dir', work / 'test',
+                        '--out', metrics, '--cfg-options', *data_options(roots[name]))
+        result.update(test_log=test.stdout + test.stderr, metrics=json.loads(metrics.read_text()))
         return result
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -155,6 +154,8 @@ def test_ade20k_validation_reports_iou_metrics(probe_runs):
     assert found, log[-3000:]
     check_metrics(dict(zip(('aAcc', 'mIoU', 'mAcc'), map(float, found.groups()))))
     assert re.search(r'\|\s*wall\s*\|', log)  # class 0 = ADE20K label 1 after reduce_zero_label
+    check_metrics(probe_runs['ade20k']['metrics'])  # and tools/test.py on the saved checkpoint
+    assert 'Load checkpoint from' in probe_runs['ade20k']['test_log']
 
 
 @pytest.mark.parametrize('name', sorted(TINY))
