@@ -1,7 +1,6 @@
 """Latency model: one block per mixer letter timed once on the target device and size; an arch's predicted
 latency is the shared part (embedding + final norm) plus the sum of its blocks."""
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Dict, Optional, Tuple
@@ -13,9 +12,12 @@ from jetvit_mm.models.jetvit import JetBlock, JetViT
 from jetvit_mm.models.mixers import MIXERS, build_mixer
 
 
-def _time(fn, device: torch.device, warmup: int, repeat: int) -> float:
+def _time(fn, device: torch.device, warmup: int, repeat: int, min_total_ms: float = 200.,
+          max_runs: int = 500) -> float:
+    """Minimum over at least ``repeat`` runs (more for fast calls, until ``min_total_ms``): on a shared machine
+    the minimum is the call's own cost, while medians of short calls pick up scheduler stalls."""
     times = []
-    for i in range(warmup + repeat):
+    for i in range(warmup + max_runs):
         if device.type == 'cuda':
             torch.cuda.synchronize(device)
         start = time.perf_counter()
@@ -24,13 +26,16 @@ def _time(fn, device: torch.device, warmup: int, repeat: int) -> float:
             torch.cuda.synchronize(device)
         if i >= warmup:
             times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+            if len(times) >= repeat and sum(times) >= min_total_ms:
+                break
+    return min(times)
 
 
 @torch.inference_mode()
 def measure_latency_table(model: JetViT, size: Tuple[int, int], device: str = 'cpu', dtype: torch.dtype = torch.float32,
                           warmup: int = 2, repeat: int = 5) -> Dict[str, float]:
-    """Milliseconds for one block of each mixer letter and for the shared part, batch 1, at ``size``."""
+    """Milliseconds (minimum of repeated runs) for one block of each mixer letter and for the shared part, batch 1,
+    at ``size``."""
     dev = torch.device(device)
     x = torch.randn(1, 3, *size, device=dev, dtype=dtype)
     model = model.to(dev, dtype).eval()
