@@ -48,3 +48,23 @@ def test_enable_routes_mmengine_local_loader():
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match='nope.pth'):
         load_local_checkpoint(str(tmp_path / 'nope.pth'))
+
+
+@pytest.mark.parametrize('payload', [_Exploit(), _AttributeGrab()], ids=['os.system', 'getattr'])
+def test_backbone_weight_reader_refuses_arbitrary_globals(tmp_path, payload):
+    """JetViT's checkpoint reader retries a refused file with the runner allow-list only: still weights-only."""
+    from jetvit_mm.models.checkpoints import read_checkpoint
+    path = tmp_path / 'evil.pth'
+    torch.save({'state_dict': {'w': torch.ones(1)}, 'x': payload}, path)
+    with pytest.raises((pickle.UnpicklingError, RuntimeError)):
+        read_checkpoint(path)
+
+
+def test_backbone_weight_reader_reads_runner_checkpoints(tmp_path):
+    from jetvit_mm.models.checkpoints import read_checkpoint
+    buffer = HistoryBuffer()
+    buffer.update(1.0)
+    torch.save({'meta': {'iter': 4}, 'state_dict': {'w': torch.ones(2)}, 'message_hub': {'loss': buffer}},
+               tmp_path / 'iter_4.pth')
+    state, meta = read_checkpoint(tmp_path / 'iter_4.pth')
+    assert meta == {'iter': 4} and torch.equal(state['w'], torch.ones(2))

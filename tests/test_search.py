@@ -8,8 +8,10 @@ import time
 
 import pytest
 import torch
+from mmengine.config import Config
 
 from jetvit_mm.mm import load_local_checkpoint
+from jetvit_mm.mm.search_runner import backbone_args, load_supernet
 from jetvit_mm.models import JetViT
 from jetvit_mm.search import search_step1, search_step2, step1_moves, step2_moves
 from jetvit_mm.search.report import layer_gains, pareto_front
@@ -146,9 +148,6 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
              '--cfg-options', f'model.backbone.arch={best}', f'test_dataloader.dataset.data_root={p["data"]}')
     assert json.loads(out.read_text())['mIoU'] == pytest.approx(summary['best']['2']['score'], abs=1e-6)
     # the exported backbone loads strictly with its arch and equals the supernet with that path active
-    from mmengine.config import Config
-
-    from jetvit_mm.mm.search_runner import backbone_args, load_supernet
     supernet, _ = load_supernet(str(tmp_path / 'step2' / 'iter_4.pth'), Config.fromfile(PROBE))
     hybrid = JetViT(arch=best, checkpoint=work / f'hybrid_{best}.pth', **backbone_args(Config.fromfile(PROBE))).eval()
     supernet.set_arch(best)
@@ -156,13 +155,23 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
     with torch.no_grad():
         assert torch.equal(hybrid(x)[0], supernet(x)[0])
     wrong = best.replace('L', 'W', 1) if 'L' in best else best.replace('F', 'W', 1)
-    with pytest.raises(ValueError, match='exported hybrid with arch'):
+    with pytest.raises(ValueError, match='holds a JetViT with arch'):
         JetViT(arch=wrong, checkpoint=work / f'hybrid_{best}.pth', **backbone_args(Config.fromfile(PROBE)))
     # the fine-tuning config (arch fixed, distillation) trains
     run_tool('train.py', work / f'finetune_{best}.py', '--work-dir', tmp_path / 'ft', '--cfg-options',
              f'train_dataloader.dataset.data_root={p["data"]}', f'model.teacher.checkpoint={p["teacher"]}',
              'train_cfg.max_iters=1')
-    assert load_local_checkpoint(str(tmp_path / 'ft' / 'iter_1.pth'))['state_dict']
+    ft_state = load_local_checkpoint(str(tmp_path / 'ft' / 'iter_1.pth'))['state_dict']
+    # the fine-tuned run's checkpoint is a backbone checkpoint too (pipeline step 6): the student's weights, with
+    # the arch read from the run's saved config; a supernet checkpoint is refused (no single arch)
+    finetuned = JetViT(arch=best, checkpoint=tmp_path / 'ft' / 'iter_1.pth', **backbone_args(Config.fromfile(PROBE)))
+    for k, v in finetuned.state_dict().items():
+        assert torch.equal(v, ft_state[f'student.{k}']), k
+    assert any(not torch.equal(v, hybrid.state_dict()[k]) for k, v in finetuned.state_dict().items())
+    with pytest.raises(ValueError, match='holds a JetViT with arch'):
+        JetViT(arch=wrong, checkpoint=tmp_path / 'ft' / 'iter_1.pth', **backbone_args(Config.fromfile(PROBE)))
+    with pytest.raises(ValueError, match='supernet checkpoint'):
+        JetViT(arch=best, checkpoint=tmp_path / 'step2' / 'iter_4.pth', **backbone_args(Config.fromfile(PROBE)))
 
 
 def test_killed_search_resumes_without_rescoring(pipeline, tmp_path):
@@ -207,3 +216,13 @@ def test_search_bad_input_fails_before_scoring(pipeline, tmp_path):
     assert "metric 'mPrecision' has no declared direction" in fails('--metric', 'mPrecision')
     assert 'is not a supernet distillation checkpoint' in fails(ckpt=p['head'])
     assert 'latency budget 0.001 ms is impossible' in fails('--latency-budget', '0.001')
+    bad_table = tmp_path / 'bad_table.json'
+    bad_table.write_text(json.dumps({'base': 1.0, 'F': 100.0, 'L': 10.0}))
+    assert 'a latency table needs non-negative milliseconds for base, F, L, W' in fails('--latency-table', bad_table)
+    # a given table (e.g. measured on the deployment device) replaces the measured one: the start arch (all L)
+    # is costed with it
+    table = tmp_path / 'table.json'
+    table.write_text(json.dumps({'key': {'size': [1024, 2048]}, 'table': {'base': 1.0, 'F': 100.0, 'L': 10.0,
+                                                                         'W': 20.0}}))
+    depth = Config.fromfile(PROBE).model.backbone.depth
+    assert f'is predicted at {1 + 10 * depth:.1f} ms' in fails('--latency-table', table, '--latency-budget', '5')

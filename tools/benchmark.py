@@ -268,6 +268,7 @@ MODEL_DTYPES = ('fp32', 'bf16', 'fp16')
 SUPERNET_ONLY_KEYS = ('search_space', 'step1_arch', 'freeze_mlp')
 NOT_BUILD_KEYS = ('type', 'init_cfg', 'checkpoint', 'frozen')
 MIB = 2 ** 20
+MEMORY_MARGIN = 0.01  # a memory target counts as met only below the reference by more than this fraction
 
 
 def two_full_arch(depth: int) -> str:
@@ -580,9 +581,12 @@ def check_model_targets(rows: List[Dict[str, object]]) -> List[Dict[str, object]
                             'met': check(growth)})
     t, hyb = _row(rows, large, 'teacher'), _row(rows, large, '2F')
     if t and hyb and 'memory' in t and 'memory' in hyb:
-        targets.append({'target': f'2F peak forward memory below the teacher\'s at {large}',
-                        'value': f'{hyb["peak_increase_mib"]:.0f} MiB vs {t["peak_increase_mib"]:.0f} MiB',
-                        'met': hyb['peak_increase_mib'] < t['peak_increase_mib']})
+        change = hyb['peak_increase_mib'] / t['peak_increase_mib'] - 1
+        targets.append({'target': f'2F peak forward memory below the teacher\'s at {large} (by more than '
+                                  f'{MEMORY_MARGIN:.0%}: page-level noise is not a saving)',
+                        'value': f'{hyb["peak_increase_mib"]:.1f} MiB vs {t["peak_increase_mib"]:.1f} MiB '
+                                 f'({change:+.2%})',
+                        'met': change < -MEMORY_MARGIN})
     return targets
 
 

@@ -23,7 +23,7 @@ from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
 from jetvit_mm.mm.search_runner import ArchScorer, check_metric, load_supernet, signed
 from jetvit_mm.search import search_step1, search_step2
-from jetvit_mm.search.latency import load_or_measure, predict_latency
+from jetvit_mm.search.latency import load_or_measure, predict_latency, read_latency_table
 from jetvit_mm.search.report import layer_gains, pareto_front, plot_gains, plot_pareto
 from jetvit_mm.search.state import read_json, write_json_atomic
 
@@ -43,6 +43,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--latency-budget', type=float, default=None, help='max predicted latency, ms')
     parser.add_argument('--latency-size', type=int, nargs=2, default=None, metavar=('H', 'W'),
                         help='input size of the latency model (default: the val image size of the first batch)')
+    parser.add_argument('--latency-table', type=Path, default=None,
+                        help='cost archs with this latency table instead of measuring one here: a search\'s '
+                             'latency_table.json or {"base", "F", "L", "W"} in ms, e.g. measured on the deployment '
+                             'device at the deployment size')
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--resume', action='store_true', help='continue the search saved in the work dir')
@@ -97,8 +101,12 @@ def main(argv=None) -> dict:
             raise ValueError(f'step 2 supernet space {supernet.search_space} does not match step 1 arch {start!r} '
                              f'(expected {expected})')
     scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint)
-    size = tuple(args.latency_size) if args.latency_size else tuple(next(iter(scorer.loader))['inputs'][0].shape[-2:])
-    table = load_or_measure(work_dir / 'latency_table.json', supernet, size, args.device)
+    if args.latency_table is not None:
+        table, size = read_latency_table(args.latency_table)
+        size = tuple(args.latency_size or size or ())
+    else:
+        size = tuple(args.latency_size or next(iter(scorer.loader))['inputs'][0].shape[-2:])
+        table = load_or_measure(work_dir / 'latency_table.json', supernet, size, args.device)
     cost = lambda arch: predict_latency(arch, table)  # noqa: E731
     if args.latency_budget is not None and cost(start) > args.latency_budget:
         raise ValueError(f'latency budget {args.latency_budget} ms is impossible: the cheapest start arch {start!r} '

@@ -8,7 +8,7 @@ import torch
 from timm.layers import LayerScale
 from torch import nn
 
-from .checkpoints import read_checkpoint, to_jetvit_names
+from .checkpoints import read_checkpoint, runner_backbone, to_jetvit_names
 from .mixers import build_mixer, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .variants import get_variant
@@ -191,11 +191,15 @@ class JetViT(nn.Module):
 
     # ------------------------------------------------------------------ weights
     def load_checkpoint(self, path: Union[str, Path]) -> str:
-        """Load teacher or JetViT weights from ``path`` strictly; returns the detected format."""
-        raw, meta = read_checkpoint(path)
+        """Load teacher or JetViT weights from ``path`` strictly; returns the detected format.
+
+        ``path`` may also be a runner checkpoint of a fine-tuned distiller or a downstream model: its JetViT part is
+        taken (:func:`~jetvit_mm.models.checkpoints.runner_backbone`).
+        """
+        raw, meta = runner_backbone(*read_checkpoint(path), path)
         saved_arch = meta.get('jetvit_arch')
         if saved_arch is not None and saved_arch != self.arch:
-            raise ValueError(f'{path} is an exported hybrid with arch {saved_arch!r}, but this model has arch '
+            raise ValueError(f'{path} holds a JetViT with arch {saved_arch!r}, but this model has arch '
                              f'{self.arch!r}: build JetViT(arch={saved_arch!r}, ...)')
         state, fmt = to_jetvit_names(raw)
         self.load_jetvit_state_dict(state, source=f'{path} ({fmt} format)')

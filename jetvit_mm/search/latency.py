@@ -49,6 +49,23 @@ def measure_latency_table(model: JetViT, size: Tuple[int, int], device: str = 'c
     return table
 
 
+def read_latency_table(path: Path) -> Tuple[Dict[str, float], Optional[list]]:
+    """``(table, size)`` from a JSON file: a search's ``latency_table.json`` (``{"key": {...}, "table": {...}}``)
+    or a bare ``{"base": ms, "F": ms, "L": ms, "W": ms}`` (``size`` None then). For costing archs with a table
+    measured on the deployment device and size while searching elsewhere."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f'latency table not found: {path}')
+    saved = json.loads(path.read_text())
+    table = saved.get('table', saved) if isinstance(saved, dict) else None
+    needed = ['base', *sorted(MIXERS)]
+    if not isinstance(table, dict) or any(not isinstance(table.get(k), (int, float)) or table[k] < 0 for k in needed):
+        raise ValueError(f'{path}: a latency table needs non-negative milliseconds for {", ".join(needed)} '
+                         f'(optionally under "table"), got {saved!r}')
+    size = saved.get('key', {}).get('size') if 'table' in saved else None
+    return {k: float(table[k]) for k in needed}, size
+
+
 def predict_latency(arch: str, table: Dict[str, float]) -> float:
     return table['base'] + sum(table[letter] for letter in arch)
 

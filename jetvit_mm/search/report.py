@@ -62,8 +62,10 @@ def plot_gains(rows: List[List[float]], path: Path, title: str) -> None:
         for (r, c), v in np.ndenumerate(data):
             if np.isfinite(v):
                 ax.text(c, r, f'{v:.2f}', ha='center', va='center', fontsize=6)
+        ax.set_xticks(range(data.shape[1]))  # integer ticks: one per layer and per round
+        ax.set_yticks(range(data.shape[0]))
     ax.set_xlabel('layer')
-    ax.set_ylabel('search stage')
+    ax.set_ylabel('beam-search round')
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path)

@@ -9,14 +9,30 @@ from .base import TokenMixer
 from .rope import check_num_tokens, rotate_patch_tokens
 
 
-def window_partition(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
-    """Split patch tokens ``[B, H, h * w, C]`` into zero-padded windows ``[B * num_windows, H, wh * ww, C]``."""
+def window_partition(
+        x: torch.Tensor,
+        grid_size: Tuple[int, int],
+        window: Tuple[int, int],
+        prefix: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Split patch tokens ``[B, H, h * w, C]`` into zero-padded windows ``[B * num_windows, H, P + wh * ww, C]``.
+
+    ``prefix`` (``[B, H, P, C]``, or None for P = 0) is put in front of every window. The windows are written into
+    one new tensor (a single copy of ``x``, whatever the padding and prefix), which keeps W's peak memory at F's.
+    """
     B, H, _, C = x.shape
     (h, w), (wh, ww) = grid_size, window
     nh, nw = -(-h // wh), -(-w // ww)
-    x = F.pad(x.reshape(B, H, h, w, C), (0, 0, 0, nw * ww - w, 0, nh * wh - h))
-    x = x.reshape(B, H, nh, wh, nw, ww, C).permute(0, 2, 4, 1, 3, 5, 6)
-    return x.reshape(B * nh * nw, H, wh * ww, C)
+    P = 0 if prefix is None else prefix.shape[2]
+    grid = x.reshape(B, H, h, w, C)
+    if (nh * wh, nw * ww) != (h, w):
+        grid = F.pad(grid, (0, 0, 0, nw * ww - w, 0, nh * wh - h))
+    out = x.new_empty(B, nh * nw, H, P + wh * ww, C)
+    if prefix is not None:
+        out[:, :, :, :P] = prefix.unsqueeze(1)
+    windows = out[:, :, :, P:].unflatten(1, (nh, nw)).unflatten(4, (wh, ww))  # [B, nh, nw, H, wh, ww, C], a view
+    windows.copy_(grid.reshape(B, H, nh, wh, nw, ww, C).permute(0, 2, 4, 1, 3, 5, 6))
+    return out.reshape(B * nh * nw, H, P + wh * ww, C)
 
 
 def window_merge(x: torch.Tensor, batch: int, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
@@ -92,16 +108,19 @@ class WindowAttention(TokenMixer):
             q = rotate_patch_tokens(q, rope, P, self.rotate_half)
             k = rotate_patch_tokens(k, rope, P, self.rotate_half)
 
-        q_win, k_win, v_win = (window_partition(t[:, :, P:], grid_size, window) for t in (q, k, v))
-        if P > 0:
-            num_windows = q_win.shape[0] // B
-            k_win = torch.cat([k[:, :, :P].repeat_interleave(num_windows, dim=0), k_win], dim=2)
-            v_win = torch.cat([v[:, :, :P].repeat_interleave(num_windows, dim=0), v_win], dim=2)
+        # prefix queries attend globally; then each of q, k, v is windowed and dropped, so that at most one
+        # extra copy of a (rotated) q/k/v is alive besides qkv at any time
+        out_prefix = F.scaled_dot_product_attention(q[:, :, :P], k, v, dropout_p=dropout_p) if P > 0 else None
+        q_win = window_partition(q[:, :, P:], grid_size, window)
+        del q
+        k_win = window_partition(k[:, :, P:], grid_size, window, prefix=k[:, :, :P] if P > 0 else None)
+        del k
+        v_win = window_partition(v[:, :, P:], grid_size, window, prefix=v[:, :, :P] if P > 0 else None)
+        del v
         mask = self._key_mask(B, grid_size, window, x.device)
         out_win = F.scaled_dot_product_attention(q_win, k_win, v_win, attn_mask=mask, dropout_p=dropout_p)
+        del q_win, k_win, v_win
         out = window_merge(out_win, B, grid_size, window)
-
-        if P > 0:
-            out_prefix = F.scaled_dot_product_attention(q[:, :, :P], k, v, dropout_p=dropout_p)
+        if out_prefix is not None:
             out = torch.cat([out_prefix.transpose(1, 2).reshape(B, P, D), out], dim=1)
         return self.proj_drop(self.proj(out))

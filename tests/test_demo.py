@@ -1,0 +1,135 @@
+"""tools/demo.py's pieces, fast: its scheduler, checkpoint extraction, report, and the configs it chains.
+
+The whole demo (5 to 11 minutes on 2 CPU cores, depending on the load) is not part of the test suite:
+`make demo` runs it.
+"""
+import importlib.util
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import DefaultScope
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope='module')
+def demo():
+    spec = importlib.util.spec_from_file_location('jetvit_demo', REPO / 'tools' / 'demo.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_slots_serve_lower_priority_numbers_first(demo):
+    slots = demo.Slots(1)
+    slots.acquire(0)  # taken: everyone below waits
+    order, threads = [], []
+    for name, priority in (('late', 2), ('critical', 0), ('middle', 1)):
+        def take(name=name, priority=priority):
+            slots.acquire(priority)
+            order.append(name)
+            slots.release()
+        threads.append(threading.Thread(target=take))
+        threads[-1].start()
+        time.sleep(0.05)
+    slots.release()
+    for t in threads:
+        t.join(5)
+    assert order == ['critical', 'middle', 'late']
+
+
+def test_pipeline_reports_a_failing_tool(demo, tmp_path):
+    pipe = demo.Pipeline(tmp_path, jobs=1, threads=1, start=time.time(), quiet=True)
+    with pytest.raises(RuntimeError, match='export_x failed'):
+        pipe.tool('export_x', 'export_hybrid.py', '--no-such-option')
+    assert (tmp_path / 'export_x.log').is_file()
+    with pytest.raises(RuntimeError, match='not started'):
+        pipe.tool('after', 'export_hybrid.py', '--help')
+
+
+def test_extract_backbone_gives_a_loadable_jetvit(demo, tmp_path):
+    from jetvit_mm.models import JetViT
+
+    args = dict(model_name='dinov3_vits16', embed_dim=32, depth=2, num_heads=2, window_size=2)
+    student = JetViT(arch='LW', **args)
+    runner_ckpt = tmp_path / 'iter_3.pth'
+    state = {f'student.{k}': v for k, v in student.state_dict().items()}
+    state.update({f'teacher.{k}': v for k, v in JetViT(**args).state_dict().items()})
+    torch.save(dict(state_dict=state, meta=dict(iter=3)), runner_ckpt)
+    (tmp_path / 'last_checkpoint').write_text(str(runner_ckpt))
+    assert demo.last_checkpoint(tmp_path) == runner_ckpt
+    out = demo.extract_backbone(runner_ckpt, 'student.', tmp_path / 'student.pth', 'LW')
+    loaded = JetViT(arch='LW', checkpoint=out, **args)
+    for key, value in student.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value)
+    with pytest.raises(ValueError, match='holds a JetViT with arch'):
+        JetViT(arch='WL', checkpoint=out, **args)
+    direct = JetViT(arch='LW', checkpoint=runner_ckpt, **args)  # the runner checkpoint itself: its student
+    for key, value in student.state_dict().items():
+        assert torch.equal(direct.state_dict()[key], value)
+    with pytest.raises(ValueError, match='no backbone'):
+        demo.extract_backbone(runner_ckpt, 'backbone.', tmp_path / 'x.pth')
+
+
+def test_report_table(demo, tmp_path):
+    summary = dict(teacher_score=90.0, archs=[
+        dict(arch='LL', score=80.0, stage=1), dict(arch='LW', score=85.0, stage=1),
+        dict(arch='LW', score=84.0, stage=2), dict(arch='FW', score=89.0, stage=2)])
+    archs = dict(teacher='FF', all_L='LL', step1='LW', **{'1F': 'FW'})
+    miou = dict(teacher=88.0, all_L=70.0, step1=80.0, **{'1F': 87.5})
+    table = dict(base=1.0, F=10.0, W=4.0, L=3.0)
+    demo.DEPTH, depth = 2, demo.DEPTH
+    try:
+        report = demo.write_report(tmp_path, tmp_path, summary, archs, miou, table)
+    finally:
+        demo.DEPTH = depth
+    rows = {r['tag']: r for r in report['rows']}
+    assert rows['teacher']['latency_ms'] == 21.0 and rows['teacher']['speedup'] == 1.0
+    assert rows['all_L']['speedup'] == round(21 / 7, 2) and rows['all_L']['search_mIoU'] == 80.0
+    assert rows['step1']['search_mIoU'] == 85.0  # its Step-1 score
+    assert rows['1F']['mIoU'] == 87.5 and rows['1F']['F'] == 1
+    text = (tmp_path / 'results.md').read_text()
+    assert '| Step 2: + 1 F | `FW` | 87.50 | 89.00 | 15 | 1.40x |' in text
+    assert (tmp_path / 'pareto_dinov3b_1024x2048.png').is_file()
+
+
+def _build(cfg: Config):
+    from mmseg.registry import MODELS
+
+    import jetvit_mm.mm  # noqa: F401
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        return MODELS.build(cfg.model)
+
+
+def test_demo_configs_chain(demo, tmp_path):
+    """Teacher, probe and distillation configs share one backbone; the export's fine-tune config of the demo's
+    distillation config builds a fixed-arch student from the exported weights; the inheritance configs differ
+    only in what the student inherits."""
+    from jetvit_mm.mm.export import export_hybrid
+    from jetvit_mm.models.supernet import JetViTSupernet
+
+    cfgs = {p.stem: Config.fromfile(p) for p in (demo.TEACHER_CFG, demo.PROBE_CFG, demo.DISTILL_CFG, demo.FIXED_CFG)}
+    backbone = cfgs['distill_supernet_context_seg'].backbone
+    assert backbone['depth'] == demo.DEPTH
+    for name in ('teacher_context_seg', 'probe_context_seg'):
+        assert {k: cfgs[name].model.backbone[k] for k in backbone} == backbone
+    assert cfgs['teacher_context_seg'].model.backbone.frozen is False
+    assert cfgs['probe_context_seg'].model.backbone.frozen is True
+    arch = 'LW' * (demo.DEPTH // 2)
+    supernet = JetViTSupernet(search_space='LW', **backbone)
+    paths = export_hybrid(supernet, arch, tmp_path, distill_config=str(demo.DISTILL_CFG))
+    finetune = Config.fromfile(paths['finetune_config'])
+    model = _build(finetune)
+    assert type(model.student).__name__ == 'JetViT' and model.student.arch == arch
+    assert finetune.custom_hooks == []
+    for inherit in ('all', 'mlp'):
+        cfg = Config.fromfile(demo.FIXED_CFG)
+        cfg.model.student.inherit = inherit
+        model = _build(cfg)
+        teacher_q = model.teacher.blocks[0].attn.qkv.weight
+        assert torch.equal(model.student.blocks[0].attn.qkv.weight, teacher_q) == (inherit == 'all')
+        assert torch.equal(model.student.blocks[0].mlp.fc1.weight, model.teacher.blocks[0].mlp.fc1.weight)
