@@ -1,19 +1,22 @@
-"""tools/demo.py's pieces, fast: its scheduler, checkpoint extraction, report, and the configs it chains.
+"""tools/demo.py: its scheduler, checkpoint extraction, report and configs, and the whole pipeline at a tiny
+number of iterations (twice: the second run reuses the cached teacher and gives the same table).
 
-The whole demo (5 to 11 minutes on 2 CPU cores, depending on the load) is not part of the test suite:
-`make demo` runs it.
+The full-size demo (about 6 minutes on 2 idle CPU cores) is not part of the test suite: `make demo` runs it.
 """
 import importlib.util
+import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO, run_tool
+
+TINY_DEMO = ('--teacher-iters', '20', '--distill-iters', '8', '--finetune-iters', '4', '--probe-iters', '4',
+             '--train-images', '16', '--val-images', '8', '--no-latency')
 
 
 @pytest.fixture(scope='module')
@@ -133,3 +136,24 @@ def test_demo_configs_chain(demo, tmp_path):
         teacher_q = model.teacher.blocks[0].attn.qkv.weight
         assert torch.equal(model.student.blocks[0].attn.qkv.weight, teacher_q) == (inherit == 'all')
         assert torch.equal(model.student.blocks[0].mlp.fc1.weight, model.teacher.blocks[0].mlp.fc1.weight)
+
+
+def test_demo_runs_end_to_end_reuses_its_teacher_and_repeats_its_table(tmp_path):
+    """The README's main job at a few iterations per step: every tool of the pipeline runs, the outputs are
+    written, and a second run in the same work dir reuses the trained teacher and gives the same table."""
+    work = tmp_path / 'demo'
+    tables = []
+    for run in range(2):
+        proc = run_tool('demo.py', '--work-dir', work, *TINY_DEMO)
+        results = json.loads((work / 'results.json').read_text())
+        assert results['teacher_cached'] == (run == 1)
+        assert ('teacher: cached' in proc.stdout) == (run == 1)
+        tables.append([(r['tag'], r['arch'], r['mIoU'], r['search_mIoU']) for r in results['rows']])
+    assert tables[0] == tables[1]
+    archs = {tag: arch for tag, arch, _, _ in tables[0]}
+    assert archs['teacher'] == 'F' * 12 and archs['all_L'] == 'L' * 12 and archs['all_W'] == 'W' * 12
+    assert set(archs['step1']) <= set('LW') and archs['1F'].count('F') == 1 and archs['2F'].count('F') == 2
+    assert all(0 <= miou <= 100 for _, _, miou, _ in tables[0])
+    for name in ('results.md', 'pareto_step1.png', 'pareto_step2.png', 'layer_gains_step1.png',
+                 'layer_gains_step2.png'):
+        assert (work / name).stat().st_size > 0, name
