@@ -9,6 +9,7 @@ _base_ = ['./_base_/context_seg.py']
 
 backbone = _base_.backbone
 model = dict(
+    _delete_=True,  # not the base's segmentor
     type='FeatureDistiller',
     data_preprocessor=_base_.data_preprocessor,
     teacher=dict(type='JetViT', checkpoint=None, **backbone),

@@ -6,13 +6,7 @@
 #   python tools/test.py configs/demo/probe_context_seg.py W/iter_300.pth --cfg-options model.backbone.arch=ARCH
 _base_ = ['./_base_/context_seg.py']
 
-model = dict(
-    type='EncoderDecoder',
-    data_preprocessor=_base_.data_preprocessor,
-    backbone=dict(type='JetViT', arch='F' * 12, checkpoint=None, frozen=True, **_base_.backbone),
-    decode_head=dict(type='LinearProbeHead', in_channels=_base_.embed_dim, num_classes=_base_.num_classes),
-    train_cfg=dict(),
-    test_cfg=dict(mode='whole'))
+model = dict(backbone=dict(frozen=True))
 
 max_iters = 300
 optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=3e-3, weight_decay=1e-4))

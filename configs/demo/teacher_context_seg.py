@@ -5,13 +5,7 @@
 #       --cfg-options train_dataloader.dataset.data_root=D val_dataloader.dataset.data_root=D
 _base_ = ['./_base_/context_seg.py']
 
-model = dict(
-    type='EncoderDecoder',
-    data_preprocessor=_base_.data_preprocessor,
-    backbone=dict(type='JetViT', arch='F' * 12, checkpoint=None, frozen=False, **_base_.backbone),
-    decode_head=dict(type='LinearProbeHead', in_channels=_base_.embed_dim, num_classes=_base_.num_classes),
-    train_cfg=dict(),
-    test_cfg=dict(mode='whole'))
+model = dict(backbone=dict(frozen=False))
 
 max_iters = 500
 optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=3e-3, weight_decay=1e-4))

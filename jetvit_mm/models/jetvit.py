@@ -8,7 +8,7 @@ import torch
 from timm.layers import LayerScale
 from torch import nn
 
-from .checkpoints import read_checkpoint, runner_backbone, to_jetvit_names
+from .checkpoints import check_state_keys, read_checkpoint, runner_backbone, to_jetvit_names
 from .mixers import build_mixer, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .variants import get_variant
@@ -211,20 +211,8 @@ class JetViT(nn.Module):
         state = dict(state)
         if not self.qkv_bias:  # timm's DINOv3 S/B/L have no qkv bias; checkpoints may carry all-zero ones
             self._drop_zero_qkv_biases(state, source)
-        new_params = set(self.new_parameter_names())
-        missing = sorted(k for k in own if k not in state and k not in new_params)
-        unexpected = sorted(k for k in state if k not in own)
-        wrong_shape = sorted(f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
-                             for k, v in state.items() if k in own and v.shape != own[k].shape)
-        if missing or unexpected or wrong_shape:
-            lines = [f'cannot load {source} into JetViT({self.model_name}, embed_dim={self.embed_dim}, '
-                     f'depth={self.depth}, num_heads={self.num_heads})']
-            for title, keys in (('missing keys', missing), ('unexpected keys', unexpected),
-                                ('shape mismatches', wrong_shape)):
-                if keys:
-                    shown = ', '.join(keys[:12]) + (f', ... ({len(keys)} in all)' if len(keys) > 12 else '')
-                    lines.append(f'{title}: {shown}')
-            raise RuntimeError('\n'.join(lines))
+        check_state_keys(own, state, f'JetViT({self.model_name}, embed_dim={self.embed_dim}, depth={self.depth}, '
+                         f'num_heads={self.num_heads})', source, optional=self.new_parameter_names())
         self.load_state_dict(state, strict=False)
 
     def _drop_zero_qkv_biases(self, state: Dict[str, torch.Tensor], source: str) -> None:

@@ -21,6 +21,15 @@ data_preprocessor = dict(
     seg_pad_val=255,
     size=image_size)
 
+# the segmentor of the teacher and of the linear probe (they differ in backbone.frozen and the schedule)
+model = dict(
+    type='EncoderDecoder',
+    data_preprocessor=data_preprocessor,
+    backbone=dict(type='JetViT', arch='F' * 12, checkpoint=None, **backbone),
+    decode_head=dict(type='LinearProbeHead', in_channels=embed_dim, num_classes=num_classes),
+    train_cfg=dict(),
+    test_cfg=dict(mode='whole'))
+
 # no rescaling or cropping: a crop could cut the marker away, and the objects sit on whole patches
 train_pipeline = [
     dict(type='LoadImageFromFile'),

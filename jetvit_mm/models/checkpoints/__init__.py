@@ -1,6 +1,6 @@
 """Checkpoint conversion as pure functions: state dict in, JetViT-named state dict out."""
 from .formats import CONVERTERS, depth_head_state, detect_format, to_jetvit_names
-from .io import read_checkpoint, read_state_dict, runner_backbone
+from .io import check_state_keys, read_checkpoint, read_state_dict, runner_backbone
 
-__all__ = ['CONVERTERS', 'depth_head_state', 'detect_format', 'read_checkpoint', 'read_state_dict', 'runner_backbone',
-           'to_jetvit_names']
+__all__ = ['CONVERTERS', 'check_state_keys', 'depth_head_state', 'detect_format', 'read_checkpoint',
+           'read_state_dict', 'runner_backbone', 'to_jetvit_names']

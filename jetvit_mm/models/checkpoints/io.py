@@ -1,7 +1,7 @@
 """Reading external weight files safely."""
 import pickle
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -63,6 +63,25 @@ def _unwrap(state: Any, path: Path) -> Dict[str, torch.Tensor]:
     if all(k.startswith('module.') for k in state):
         state = {k[len('module.'):]: v for k, v in state.items()}
     return dict(state)
+
+
+def check_state_keys(own: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor], target: str, source: str,
+                     optional: Sequence[str] = ()) -> None:
+    """Raise RuntimeError naming the missing, unexpected and mis-shaped keys of ``state`` against a model's own state
+    dict ``own`` (``optional`` keys may be absent); ``target`` names the model, ``source`` the checkpoint."""
+    optional = set(optional)
+    missing = sorted(k for k in own if k not in state and k not in optional)
+    unexpected = sorted(k for k in state if k not in own)
+    wrong_shape = sorted(f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
+                         for k, v in state.items() if k in own and v.shape != own[k].shape)
+    if not (missing or unexpected or wrong_shape):
+        return
+    lines = [f'cannot load {source} into {target}']
+    for title, keys in (('missing keys', missing), ('unexpected keys', unexpected), ('shape mismatches', wrong_shape)):
+        if keys:
+            shown = ', '.join(keys[:12]) + (f', ... ({len(keys)} in all)' if len(keys) > 12 else '')
+            lines.append(f'{title}: {shown}')
+    raise RuntimeError('\n'.join(lines))
 
 
 def runner_backbone(state: Dict[str, torch.Tensor], meta: Dict[str, Any],

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checkpoints import depth_head_state, read_checkpoint
+from ..checkpoints import check_state_keys, depth_head_state, read_checkpoint
 
 __all__ = ['DPT_PRESETS', 'DPTHead', 'DPTPreset', 'FeatureFusionBlock', 'ResidualConvUnit', 'dpt_preset',
            'head_state_from_checkpoint']
@@ -154,20 +154,8 @@ class DPTHead(nn.Module):
 
     def load_head_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict') -> None:
         """Strict load of original-named head weights with an error naming missing, unexpected and misshapen keys."""
-        own = self.state_dict()
-        missing = sorted(set(own) - set(state))
-        unexpected = sorted(set(state) - set(own))
-        wrong = sorted(f'{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(own[k].shape)}'
-                       for k in set(own) & set(state) if state[k].shape != own[k].shape)
-        if missing or unexpected or wrong:
-            lines = [f'cannot load {source} into DPTHead(in_channels={self.in_channels}, features={self.features}, '
-                     f'out_channels={list(self.project_channels)})']
-            for title, keys in (('missing keys', missing), ('unexpected keys', unexpected),
-                                ('shape mismatches', wrong)):
-                if keys:
-                    shown = ', '.join(keys[:12]) + (f', ... ({len(keys)} in all)' if len(keys) > 12 else '')
-                    lines.append(f'{title}: {shown}')
-            raise RuntimeError('\n'.join(lines))
+        check_state_keys(self.state_dict(), state, f'DPTHead(in_channels={self.in_channels}, features={self.features}, '
+                         f'out_channels={list(self.project_channels)})', source)
         self.load_state_dict(state, strict=True)
 
     def load_checkpoint(self, path: Union[str, Path]) -> None:
