@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # The prepared GPU check of issue 10: teacher vs hybrids (2F, all-L, all-W) at 512x1024 and 1024x2048, fp32 and
-# bf16, batch 1 latency + throughput + peak memory + FLOPs, then the per-mixer table. One command, for a lent GPU
+# bf16 (L layers in fp32 or 'mixed' precision), eager and CUDA-graph replays, batch 1 latency + batch-8 throughput +
+# peak memory + FLOPs, then the per-mixer table. One command, for a lent GPU
 # machine that has torch + timm + matplotlib but not this project's venv (jetvit_mm.models needs no mmengine):
 #
-#     bash scripts/gpu_benchmark.sh "$OUT"              # on the device machine; ~5-8 min on one H200
-#     DEVICE=cpu SIZES="64 128" MIXER_GRID="4 8" REPEAT=1 WARMUP=0 bash scripts/gpu_benchmark.sh /tmp/smoke   # a dry run here
+#     bash scripts/gpu_benchmark.sh "$OUT"              # on the device machine; a few minutes on one H200
+#     DEVICE=cpu SIZES="64 128" MIXER_GRID="4 8" REPEAT=1 WARMUP=0 THROUGHPUT=2 bash scripts/gpu_benchmark.sh /tmp/smoke
 #
-# Writes into the folder given (default work_dirs/benchmarks/gpu), at most 8 files: env.txt, run.log,
-# models_{fp32,bf16}.json, scaling_{fp32,bf16}.png, mixers_{fp32,bf16}.json. Record the figures, the date and the
-# device in docs/benchmarks.md by hand: nothing here writes docs.
+# Throughput is timed at a given batch (THROUGHPUT, default 8) rather than the largest that fits: on a 141 GB card
+# the search for the largest batch alone would take minutes per arch at 1024x2048. Each phase runs even if an
+# earlier one failed (its error is in run.log).
+#
+# Writes into the folder given (default work_dirs/benchmarks/gpu) 8 files (what the device tool brings back): env.txt,
+# run.log, models_<phase>.json (5 phases), mixers_bf16_graph.json. Plot them with `tools/benchmark.py plot`. Record the
+# figures, the date and the device in docs/benchmarks.md by hand: nothing here writes docs.
 set -euo pipefail
 out=${1:-work_dirs/benchmarks/gpu}
 device=${DEVICE:-cuda}
-repeat=${REPEAT:-20}
-warmup=${WARMUP:-5}
+repeat=${REPEAT:-10}
+warmup=${WARMUP:-3}
+throughput=${THROUGHPUT:-8}
 read -r -a sizes <<< "${SIZES:-512 1024 1024 2048}"
 py=${PYTHON:-python3}
 cd "$(dirname "$0")/.."
@@ -30,16 +36,26 @@ for ((i = 0; i < ${#sizes[@]}; i += 2)); do size_args+=(--size "${sizes[i]}" "${
 } > "$out/env.txt"
 cat "$out/env.txt"
 
+models() {  # models NAME [extra benchmark.py arguments]
+    local name=$1; shift
+    echo "== models $name: $*"
+    "$py" tools/benchmark.py models --device "$device" --model dinov3_vitb16 --arch teacher --arch 2F \
+        --arch all-L --arch all-W "${size_args[@]}" --warmup "$warmup" --repeat "$repeat" \
+        --throughput "$throughput" --json "$out/models_$name.json" "$@" || echo "== models $name FAILED (rc $?)"
+}
+mixers() {  # mixers NAME [extra benchmark.py arguments]
+    local name=$1; shift
+    echo "== mixers $name: $*"
+    "$py" tools/benchmark.py mixers --device "$device" --warmup "$warmup" --repeat "$repeat" \
+        --grid ${MIXER_GRID:-64 128} --json "$out/mixers_$name.json" "$@" || echo "== mixers $name FAILED (rc $?)"
+}
+graph=(); [[ $device == cuda ]] && graph=(--cuda-graph)
 {
-    for dtype in fp32 bf16; do
-        echo "== models, $dtype"
-        "$py" tools/benchmark.py models --device "$device" --dtype "$dtype" --model dinov3_vitb16 \
-            --arch teacher --arch 2F --arch all-L --arch all-W "${size_args[@]}" --warmup "$warmup" \
-            --repeat "$repeat" --throughput --json "$out/models_$dtype.json" --plot "$out/scaling_$dtype.png"
-    done
-    for dtype in fp32 bf16; do
-        echo "== mixers, $dtype"
-        "$py" tools/benchmark.py mixers --device "$device" --dtype "$dtype" --warmup "$warmup" --repeat "$repeat" \
-            --grid ${MIXER_GRID:-64 128} --json "$out/mixers_$dtype.json"
-    done
+    # eager first (the reference, and what a plain PyTorch user gets), then CUDA-graph replays (the GPU's own time)
+    models fp32 --dtype fp32 --profile
+    models bf16_mixed --dtype bf16 --linear-cfg precision=mixed --profile
+    models fp32_graph --dtype fp32 "${graph[@]}"
+    models bf16_graph --dtype bf16 "${graph[@]}" --no-memory
+    models bf16_mixed_graph --dtype bf16 --linear-cfg precision=mixed "${graph[@]}"
+    mixers bf16_graph --dtype bf16 "${graph[@]}"
 } 2>&1 | tee "$out/run.log"

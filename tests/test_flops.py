@@ -125,3 +125,28 @@ def test_models_benchmark_at_toy_size(tmp_path):
             next(r['median_ms'] for r in result['rows'] if r['size'] == row['size'] and r['label'] == 'teacher')
             / row['median_ms'])
     assert all(len(s) == 2 for per_size in result['samples_ms'].values() for s in per_size.values())
+
+
+def test_models_benchmark_linear_cfg_plot_and_cuda_graph_checks(tmp_path):
+    path = Path(__file__).resolve().parents[1] / 'tools' / 'benchmark.py'
+    spec = importlib.util.spec_from_file_location('jetvit_benchmark_tool_models_cfg', path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.key_value('precision=mixed') == {'precision': 'mixed'}
+    assert tool.key_value('kernel_size=5') == {'kernel_size': 5}
+    assert tool.key_value('focusing=None') == {'focusing': None}
+    with pytest.raises(SystemExit):  # argparse: 'expected KEY=VALUE'
+        tool.parse_args(['models', '--linear-cfg', 'mixed'])
+    with pytest.raises(SystemExit, match='--cuda-graph needs --device cuda'):
+        tool.main(['models', '--cuda-graph', '--size', '32', '64'])
+    config = tmp_path / 'tiny.py'
+    config.write_text(f'model = dict(backbone=dict(type="JetViT", window_size=2, **{TINY!r}))\n')
+    out, png = tmp_path / 'models.json', tmp_path / 'scaling.png'
+    common = ['models', '--config', str(config), '--arch', 'LWF', '--size', '32', '64', '--warmup', '0', '--repeat',
+              '1', '--no-memory', '--threads', '1']
+    result = tool.main(common + ['--json', str(out), '--linear-cfg', 'precision=mixed', '--linear-cfg', 'conv=static'])
+    assert result['entries'][-1]['kwargs']['linear_cfg'] == {'precision': 'mixed', 'conv': 'static'}
+    tool.main(['plot', str(out), '--out', str(png)])
+    assert png.is_file() and png.stat().st_size > 0
+    with pytest.raises(ValueError, match="unknown precision 'half'"):
+        tool.main(common + ['--linear-cfg', 'precision=half'])

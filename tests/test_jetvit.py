@@ -389,3 +389,20 @@ def test_input_not_multiple_of_patch_size(model_name, size, patch):
     model = JetViT(model_name, depth=2, **TINY)
     with pytest.raises(ValueError, match=rf'{size[0]}x{size[1]} is not a multiple of the patch size {patch}'):
         model(images(*size))
+
+
+def test_rope_embed_is_cached_outside_training_and_equals_a_fresh_one():
+    model = JetViT('dinov3_vits16', arch='LWF', depth=3, **TINY).eval()
+    grid = (3, 5)
+    first = model.rope_embed(grid)
+    assert model.rope_embed(grid) is first  # no new host-to-device copy per forward (and CUDA-graph capturable)
+    torch.testing.assert_close(first, model.rope.get_embed(shape=grid), rtol=0, atol=0)
+    assert model.rope_embed((5, 3)).shape == first.shape and not torch.equal(model.rope_embed((5, 3)), first)
+    model.train()
+    assert model.rope_embed(grid) is not first  # training builds a fresh one (timm may augment coordinates)
+    model.eval()
+    cached = model.rope_embed(grid)
+    with torch.no_grad():
+        model.rope.periods.mul_(2)
+    model.load_state_dict(model.state_dict())  # loading weights drops the cache
+    assert not torch.equal(model.rope_embed(grid), cached)

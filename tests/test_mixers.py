@@ -40,6 +40,7 @@ MIXER_CASES = [
     ('L', {'conv': 'none'}, set()),
     ('L', {'conv': 'squeeze', 'focusing': 3.0}, GENERATOR_KEYS),
     ('L', {'conv': 'static', 'rope_numerator': False}, {'conv.weight'}),
+    ('L', {'conv': 'squeeze', 'precision': 'mixed'}, GENERATOR_KEYS),
 ]
 CASE_IDS = ['-'.join([letter] + [f'{k}={v}' for k, v in kw.items()]) for letter, kw, _ in MIXER_CASES]
 
@@ -211,6 +212,27 @@ def test_linear_attention_accumulates_in_fp32_for_bf16_inputs():
     out = mixer.to(torch.bfloat16)(x.to(torch.bfloat16), grid)
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.float(), expected, rtol=0.05, atol=0.05)
+
+
+def test_linear_attention_mixed_precision_keeps_bf16_and_matches_fp32():
+    grid = (8, 8)
+    fp32 = LinearAttention(DIM, HEADS, num_prefix_tokens=PREFIX, conv='squeeze')
+    randomize_(fp32)
+    mixed = LinearAttention(DIM, HEADS, num_prefix_tokens=PREFIX, conv='squeeze', precision='mixed')
+    mixed.load_state_dict(fp32.state_dict())
+    x, rope = tokens(grid), dinov3_rope(grid)
+    expected = fp32(x, grid, rope)
+    assert torch.equal(mixed(x, grid, rope), expected)  # fp32 inputs: the same computation
+    mixed.to(torch.bfloat16)
+    q, k, v = split_heads(x.to(torch.bfloat16), mixed)
+    assert mixed.linear_attention(q, k, v, rope).dtype == torch.bfloat16  # no fp32 copies of q, k, v
+    assert fp32.to(torch.bfloat16).linear_attention(q, k, v, rope).dtype == torch.float32
+    out = mixed(x.to(torch.bfloat16), grid, rope)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), expected, rtol=0.05, atol=0.05)
+    assert mixed.compute_dtype(torch.float16) == torch.float32  # phi(q) z can exceed fp16's range
+    with pytest.raises(ValueError, match="unknown precision 'bf16'; valid: 'fp32', 'mixed'"):
+        LinearAttention(DIM, HEADS, precision='bf16')
 
 
 def test_linear_attention_stays_fp32_under_autocast():

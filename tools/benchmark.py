@@ -2,7 +2,7 @@
 
     python tools/benchmark.py mixers [--grid 64 128] [--dim 768] [--heads 12] [--batch 1] [--prefix 5]
         [--window 16] [--warmup 2] [--repeat 5] [--dtype fp32|bf16] [--device cpu|cuda] [--threads N]
-        [--no-rope] [--json PATH]
+        [--no-rope] [--cuda-graph] [--json PATH]
 
 `mixers` times every token mixer alone (F, W, L with each conv variant, plus the bare qkv/proj projections
 every mixer contains) and whole pre-norm blocks (mixer + timm Mlp ratio 4 + LayerNorms) for L-static vs
@@ -18,16 +18,25 @@ student with the same arch, interleaved (the supernet's overhead target: at most
 
     python tools/benchmark.py models [--model dinov3_vitb16] [--arch teacher|2F|all-L|all-W|ARCH ...]
         [--config CONFIG] [--checkpoint EXPORTED.pth] [--size H W ...] [--batch 1] [--dtype fp32|bf16|fp16]
-        [--device cpu|cuda] [--warmup 1] [--repeat 5] [--compile] [--throughput [BATCH]] [--threads N]
-        [--no-teacher] [--no-memory] [--profile] [--json PATH] [--plot PNG]
+        [--device cpu|cuda] [--warmup 1] [--repeat 5] [--compile] [--cuda-graph] [--throughput [BATCH]]
+        [--linear-cfg KEY=VALUE ...] [--threads N] [--no-teacher] [--no-memory] [--profile] [--json PATH] [--plot PNG]
 
 `models` times whole JetViT forwards (random weights unless --checkpoint) for each arch at each --size, archs
 interleaved per repeat, and reports latency (median, min, max), images/s, the peak memory of one forward (a fresh
 process per arch and size: jetvit_mm/benchmark/memory.py), FLOPs with attention counted
 (jetvit_mm/benchmark/flops.py) and the speed-up over the all-F teacher (always added unless --no-teacher).
 Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F layers (12 layers: LWLLWWLLWFLF).
+
+    python tools/benchmark.py plot RESULT.json --out PNG
+
+`plot` draws the latency-vs-size plot of a saved `models` result (e.g. one measured on a GPU machine).
+
+On CUDA, ``--cuda-graph`` captures each timed call in a CUDA graph and times its replay: at batch 1 a ViT-B
+forward launches hundreds of small kernels, and eager timing then measures the host's launch rate as much as the
+GPU. ``--linear-cfg precision=mixed`` (any L-mixer option) applies to every arch's L layers.
 """
 import argparse
+import ast
 import datetime
 import json
 import os
@@ -43,7 +52,7 @@ from torch import nn
 
 from jetvit_mm.benchmark.flops import count_flops
 from jetvit_mm.benchmark.memory import DTYPES as MEMORY_DTYPES
-from jetvit_mm.benchmark.memory import measure_forward_memory
+from jetvit_mm.benchmark.memory import cuda_forward_memory, measure_forward_memory
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.mixers import build_mixer, validate_arch
 from jetvit_mm.models.variants import get_variant
@@ -90,6 +99,8 @@ def mixer_entries(args: argparse.Namespace) -> Dict[str, nn.Module]:
     for conv in LINEAR_CONVS:
         entries[f'L-{conv}'] = build_mixer('L', **common, linear_cfg={'conv': conv})
     entries['L-squeeze focus3'] = build_mixer('L', **common, linear_cfg={'conv': 'squeeze', 'focusing': 3.0})
+    if args.dtype != 'fp32':  # in fp32 the same computation as L-squeeze
+        entries['L-squeeze mixed'] = build_mixer('L', **common, linear_cfg={'conv': 'squeeze', 'precision': 'mixed'})
     for conv in ('static', 'squeeze'):
         entries[f'block L-{conv}'] = Block(args.dim, build_mixer('L', **common, linear_cfg={'conv': conv}))
     return entries
@@ -113,6 +124,30 @@ def make_timer(device: torch.device) -> Callable[[Callable[[], torch.Tensor]], f
         fn()
         return (time.perf_counter() - start) * 1e3
     return cpu_timer
+
+
+def cuda_graphed(fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    """Capture ``fn`` (fixed inputs, call under inference mode) in a CUDA graph; the returned call replays it."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):  # warm-up outside the graph (cuBLAS / cuDNN handles, lazy allocations)
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return out
+    replay.graph = graph  # keep the graph (and its memory pool) alive as long as the call
+    return replay
+
+
+def maybe_graphed(calls: Dict[str, Callable[[], torch.Tensor]], enabled: bool) -> Dict[str, Callable[[], torch.Tensor]]:
+    """``calls`` captured as CUDA graphs when ``enabled`` (call under inference mode), else unchanged."""
+    return {name: cuda_graphed(fn) for name, fn in calls.items()} if enabled else calls
 
 
 def time_interleaved(
@@ -168,11 +203,14 @@ def run_mixers(args: argparse.Namespace) -> dict:
     if not args.no_rope:
         rope = RotaryEmbeddingDinoV3(args.dim // args.heads, temperature=100).get_embed(shape=(h, w)).to(device)
     entries = {name: m.to(device=device, dtype=dtype).eval() for name, m in mixer_entries(args).items()}
-    calls = {name: (lambda m=m: m(x, (h, w), rope)) for name, m in entries.items()}
+    check_cuda_graph(args, device)
     print(f'mixers: grid {h}x{w} (+{args.prefix} prefix), dim {args.dim}, {args.heads} heads, batch {args.batch}, '
-          f'{args.dtype} on {args.device}, {torch.get_num_threads()} threads, rope {rope is not None}', flush=True)
+          f'{args.dtype} on {args.device}, {torch.get_num_threads()} threads, rope {rope is not None}'
+          f'{", CUDA graphs" if args.cuda_graph else ""}', flush=True)
     started = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
     with torch.inference_mode():
+        calls = maybe_graphed({name: (lambda m=m: m(x, (h, w), rope)) for name, m in entries.items()},
+                              args.cuda_graph)
         samples = time_interleaved(calls, make_timer(device), args.warmup, args.repeat)
     stats = summarize(samples)
     targets = check_targets(stats)
@@ -314,6 +352,8 @@ def model_entries(args: argparse.Namespace) -> List[Dict[str, object]]:
     base.setdefault('model_name', args.model)
     if args.window is not None:
         base['window_size'] = args.window
+    for option in args.linear_cfg or ():
+        base['linear_cfg'] = {**(base.get('linear_cfg') or {}), **option}
     depth = get_variant(base['model_name']).depth if base.get('depth') is None else int(base['depth'])
     names = args.arch or ([config_arch or 'teacher'] if args.config else list(DEFAULT_ARCHS))
     if args.checkpoint and len([n for n in names if resolve_arch(n, depth) != 'F' * depth]) != 1:
@@ -441,13 +481,15 @@ def run_models(args: argparse.Namespace) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     device, dtype = torch.device(args.device), MEMORY_DTYPES[args.dtype]
+    check_cuda_graph(args, device)
     sizes = [tuple(s) for s in (args.size or [(512, 1024), (1024, 2048)])]
     entries = model_entries(args)
     started = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
     load_start = os.getloadavg()
     print(f'models: {", ".join(e["label"] + " " + e["arch"] for e in entries)}; sizes '
           f'{", ".join(f"{h}x{w}" for h, w in sizes)}; batch {args.batch}, {args.dtype} on {args.device}, '
-          f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}', flush=True)
+          f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}'
+          f'{", CUDA graphs" if args.cuda_graph else ""}', flush=True)
     models: Dict[str, nn.Module] = {}
     for e in entries:
         torch.manual_seed(0)  # the same random weights wherever two archs share them
@@ -464,9 +506,12 @@ def run_models(args: argparse.Namespace) -> dict:
         x = torch.randn(args.batch, 3, h, w, device=device, dtype=dtype)
         others: Dict[str, List[Optional[float]]] = {label: [] for label in runners}
 
-        def run(label: str, x: torch.Tensor = x, others: Dict[str, list] = others) -> torch.Tensor:
+        with torch.inference_mode():
+            calls = maybe_graphed({label: (lambda m=m, x=x: m(x)) for label, m in runners.items()}, args.cuda_graph)
+
+        def run(label: str, calls: Dict[str, Callable] = calls, others: Dict[str, list] = others) -> torch.Tensor:
             before = probe.snapshot()
-            out = runners[label](x)
+            out = calls[label]()
             others[label].append(probe.others_cores(before, probe.snapshot()))
             return out
 
@@ -484,9 +529,10 @@ def run_models(args: argparse.Namespace) -> dict:
                 print(f'{key}: throughput at batch {batches}', flush=True)
                 inputs = {b: torch.randn(b, 3, h, w, device=device, dtype=dtype) for b in set(batches.values())}
                 with torch.inference_mode():
-                    tp = summarize(time_interleaved(
-                        {label: (lambda m=m, xb=inputs[batches[label]]: m(xb)) for label, m in runners.items()},
-                        timer, args.warmup, args.repeat))
+                    tp_calls = maybe_graphed({label: (lambda m=m, xb=inputs[batches[label]]: m(xb))
+                                              for label, m in runners.items()}, args.cuda_graph)
+                    tp = summarize(time_interleaved(tp_calls, timer, args.warmup, args.repeat))
+                del tp_calls, inputs
                 throughput = {label: (batches[label], batches[label] * 1e3 / tp[label]['median_ms'])
                               for label in runners}
         for e in entries:
@@ -506,11 +552,18 @@ def run_models(args: argparse.Namespace) -> dict:
         row['speedup_quiet'] = ref['quiet_median_ms'] / row['quiet_median_ms'] if quiet else None
 
     if not args.no_memory:
-        print('\npeak memory: one fresh process per arch and size', flush=True)
+        print('\npeak memory: ' + ('torch.cuda.max_memory_allocated per arch and size' if device.type == 'cuda'
+                                    else 'one fresh process per arch and size'), flush=True)
         for row in rows:
             e = next(e for e in entries if e['label'] == row['label'])
             h, w = (int(v) for v in str(row['size']).split('x'))
-            mem = measure_forward_memory(e['kwargs'], (args.batch, 3, h, w), args.dtype, args.device, args.threads)
+            if device.type == 'cuda':  # exact in this process: the allocator counts live tensors only
+                x = torch.randn(args.batch, 3, h, w, device=device, dtype=dtype)
+                mem = cuda_forward_memory(models[row['label']], x)
+                del x
+            else:  # RSS needs a fresh process per (arch, size)
+                mem = measure_forward_memory(e['kwargs'], (args.batch, 3, h, w), args.dtype, args.device,
+                                             args.threads)
             row['memory'] = mem
             row['peak_increase_mib'] = mem['peak_increase_bytes'] / MIB
             print(f'  {row["size"]} {row["label"]}: +{row["peak_increase_mib"]:.0f} MiB ({mem["method"]})', flush=True)
@@ -656,6 +709,39 @@ def plot_scaling(rows: List[Dict[str, object]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def run_plot(args: argparse.Namespace) -> dict:
+    """Draw the scaling plot of a saved `models --json` result (e.g. one measured on another machine)."""
+    result = json.loads(Path(args.result).read_text())
+    if result.get('command') != 'models':
+        raise SystemExit(f'{args.result} is not a `models` result (command={result.get("command")!r})')
+    a, machine = result['args'], result.get('machine', {})
+    where = machine.get('cuda_device') or f'{a["device"]} ({machine.get("threads")} threads)'
+    graph = ', CUDA graphs' if a.get('cuda_graph') else ''
+    linear = ''.join(f', L {k}={v}' for k, v in (result['entries'][-1]['kwargs'].get('linear_cfg') or {}).items())
+    plot_scaling(result['rows'], args.out, f'{result["entries"][0]["kwargs"]["model_name"]}, {a["dtype"]}{linear}, '
+                                           f'batch {a["batch"]}, {where}{graph}')
+    print(f'wrote {args.out}')
+    return result
+
+
+def key_value(text: str) -> Dict[str, object]:
+    """``KEY=VALUE`` -> ``{KEY: VALUE}``; VALUE a Python literal where it is one (3, 0.5, None), else a string."""
+    key, sep, value = text.partition('=')
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f'expected KEY=VALUE, got {text!r}')
+    try:
+        return {key: ast.literal_eval(value)}
+    except (ValueError, SyntaxError):
+        return {key: value}
+
+
+def check_cuda_graph(args: argparse.Namespace, device: torch.device) -> None:
+    if args.cuda_graph and device.type != 'cuda':
+        raise SystemExit('--cuda-graph needs --device cuda')
+    if args.cuda_graph and getattr(args, 'compile', False):
+        raise SystemExit('--cuda-graph and --compile: pick one (torch.compile(mode="reduce-overhead") graphs itself)')
+
+
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest='command', required=True)
@@ -672,6 +758,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     mixers.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
     mixers.add_argument('--threads', type=int, default=0, help='torch threads on CPU (0: torch default)')
     mixers.add_argument('--no-rope', action='store_true', help='no RoPE (DINOv2-style teacher)')
+    mixers.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
     mixers.add_argument('--json', type=Path, default=None, help='also write all samples and stats here')
     mixers.set_defaults(func=run_mixers)
 
@@ -704,6 +791,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--warmup', type=int, default=1)
     models.add_argument('--repeat', type=int, default=5)
     models.add_argument('--compile', action='store_true', help='time torch.compile(model) (memory probe: eager)')
+    models.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
+    models.add_argument('--linear-cfg', type=key_value, action='append', default=None, metavar='KEY=VALUE',
+                        help='an L-mixer option for every arch, e.g. precision=mixed, conv=static, kernel_size=5')
     models.add_argument('--throughput', type=int, nargs='?', const=-1, default=None, metavar='BATCH',
                         help='also time this batch for images/s; without a value: the largest power-of-two batch '
                              'that fits (CUDA) or --batch (CPU). Default: images/s of the latency run')
@@ -715,6 +805,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--json', type=Path, default=None)
     models.add_argument('--plot', type=Path, default=None, help='PNG of latency vs input size per arch')
     models.set_defaults(func=run_models)
+
+    plot = sub.add_parser('plot', help='scaling plot (PNG) of a saved `models --json` result')
+    plot.add_argument('result', type=Path)
+    plot.add_argument('--out', type=Path, required=True)
+    plot.set_defaults(func=run_plot)
     return parser.parse_args(argv)
 
 

@@ -8,7 +8,8 @@ over the resident model (weights included in ``peak_rss_bytes``). glibc's malloc
 later allocations. Where ``clear_refs`` is not writable, the increase is taken against ``ru_maxrss`` instead (an
 upper bound: the model build's own peak can hide part of the forward's).
 
-CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus the memory allocated before.
+CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus the memory allocated before
+(:func:`cuda_forward_memory`; exact in-process too, since it counts the caching allocator's live tensors).
 
     python -m jetvit_mm.benchmark.memory '{"model": {...JetViT kwargs...}, "input_shape": [1, 3, 512, 1024]}'
 
@@ -56,19 +57,11 @@ def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
     model = JetViT(**spec['model']).to(device=device, dtype=dtype).eval()
     x = torch.randn(*spec['input_shape'], device=device, dtype=dtype)
     weights = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+    if device.type == 'cuda':
+        return cuda_forward_memory(model, x, int(spec.get('warmup', 1)))
     with torch.inference_mode():
         for _ in range(int(spec.get('warmup', 1))):
             model(x)
-        if device.type == 'cuda':
-            torch.cuda.synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
-            before = torch.cuda.memory_allocated(device)
-            out = model(x)
-            torch.cuda.synchronize(device)
-            peak = torch.cuda.max_memory_allocated(device)
-            del out
-            return {'method': 'torch.cuda.max_memory_allocated', 'peak_increase_bytes': peak - before,
-                    'peak_bytes': peak, 'weights_bytes': weights}
         exact = _reset_peak_rss()
         before = _status_bytes('VmRSS')
         out = model(x)
@@ -77,6 +70,24 @@ def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
     return {'method': 'VmHWM after clear_refs' if exact else 'ru_maxrss (upper bound)',
             'peak_increase_bytes': peak - before, 'peak_rss_bytes': peak, 'rss_before_bytes': before,
             'weights_bytes': weights}
+
+
+def cuda_forward_memory(model: torch.nn.Module, x: torch.Tensor, warmup: int = 1) -> Dict[str, Any]:
+    """Peak extra CUDA memory of one ``model(x)`` (no fresh process needed: the allocator's counters are exact)."""
+    device = x.device
+    weights = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+    with torch.inference_mode():
+        for _ in range(warmup):
+            model(x)
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        out = model(x)
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device)
+        del out
+    return {'method': 'torch.cuda.max_memory_allocated', 'peak_increase_bytes': peak - before,
+            'peak_bytes': peak, 'weights_bytes': weights}
 
 
 def measure_forward_memory(model_kwargs: Dict[str, Any], input_shape: Sequence[int], dtype: str = 'fp32',

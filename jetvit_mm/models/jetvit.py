@@ -1,7 +1,7 @@
 """JetViT: a DINOv3 / DINOv2 teacher whose per-layer attention is chosen by an arch string."""
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import timm
 import torch
@@ -29,6 +29,11 @@ class JetBlock(nn.Module):
     def forward(self, x: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor] = None):
         x = x + self.drop_path1(self.ls1(self.attn(self.norm1(x), grid_size, rope)))
         return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
+
+
+def _drop_rope_cache(module: nn.Module, incompatible_keys: Any = None) -> None:
+    """Forget :meth:`JetViT.rope_embed`'s cached embeds (weights or mode changed)."""
+    module.__dict__.pop('_rope_cache', None)
 
 
 def _layer_scale(block: nn.Module, index: int) -> nn.Module:
@@ -131,6 +136,7 @@ class JetViT(nn.Module):
         self.reg_token = teacher.reg_token
         self.pos_embed = teacher.pos_embed
         self.rope = teacher.rope if variant.family == 'dinov3' else None
+        self.register_load_state_dict_post_hook(_drop_rope_cache)
         teacher_attn = teacher.blocks[0].attn
         self.qkv_bias = teacher_attn.qkv.bias is not None or getattr(teacher_attn, 'q_bias', None) is not None
         mixer_args = dict(dim=self.embed_dim, num_heads=self.num_heads, qkv_bias=self.qkv_bias,
@@ -187,6 +193,7 @@ class JetViT(nn.Module):
                     nn.init.zeros_(layer.bias)
 
     def train(self, mode: bool = True) -> 'JetViT':
+        _drop_rope_cache(self)
         return super().train(mode and not self.frozen)
 
     # ------------------------------------------------------------------ weights
@@ -244,8 +251,26 @@ class JetViT(nn.Module):
         x = torch.cat(prefix + [x], dim=1)
         if self.pos_embed is not None:
             x = x + resize_pos_embed(self.pos_embed, grid, 1, self.pos_embed_interp)
-        rope = self.rope.get_embed(shape=grid) if self.rope is not None else None
-        return x, grid, rope
+        return x, grid, self.rope_embed(grid)
+
+    def rope_embed(self, grid: Tuple[int, int]) -> Optional[torch.Tensor]:
+        """DINOv3 RoPE for a patch grid (None without RoPE); outside training cached per grid, device and dtype.
+
+        timm builds RoPE coordinates on the CPU, so each fresh embed is a host-to-device copy: the cache saves it per
+        forward and lets a whole forward be captured in a CUDA graph. Training (where timm may augment the
+        coordinates) always builds a fresh one.
+        """
+        if self.rope is None:
+            return None
+        if self.training:
+            return self.rope.get_embed(shape=grid)
+        key = (tuple(grid),) + tuple((b.device, b.dtype) for b in self.rope.buffers())
+        cache = self.__dict__.setdefault('_rope_cache', {})
+        if key not in cache:
+            if len(cache) >= 8:
+                cache.clear()
+            cache[key] = self.rope.get_embed(shape=grid)
+        return cache[key]
 
     def forward_intermediates(self, x: torch.Tensor, indices: Optional[Sequence[int]] = None, norm: bool = True,
                               output_fmt: str = 'NCHW', return_prefix_tokens: bool = False):

@@ -8,6 +8,8 @@ from .base import TokenMixer
 from .rope import check_num_tokens, rotate_patch_tokens
 from .squeeze_conv import build_value_conv
 
+PRECISIONS = ('fp32', 'mixed')
+
 
 def focused_relu(x: torch.Tensor, power: float, eps: float) -> torch.Tensor:
     """FLatten's focused feature map: ``relu(x) + eps`` raised to ``power``, rescaled to keep its norm.
@@ -23,10 +25,14 @@ def focused_relu(x: torch.Tensor, power: float, eps: float) -> torch.Tensor:
 class LinearAttention(TokenMixer):
     """Kernelised (ReLU) linear attention, global over all tokens, plus ``conv(V)`` on the patch grid.
 
-    Per head ``o_i = phi(q_i) S / (phi(q_i) z + eps)`` with ``S = sum_j phi(k_j)^T v_j`` and ``z = sum_j phi(k_j)``,
-    computed in fp32. Prefix tokens are ordinary tokens. With ``rope`` and ``rope_numerator`` the numerator uses
-    RoPE-rotated ``phi`` of the patch tokens and the denominator the un-rotated ones (MLLA). The conv term
-    (``conv`` in 'squeeze', 'static', 'token', 'none') is added to the patch tokens only, before ``proj``.
+    Per head ``o_i = phi(q_i) S / (phi(q_i) z + eps)`` with ``S = sum_j phi(k_j)^T v_j`` and ``z = sum_j phi(k_j)``.
+    ``precision='fp32'`` (default) computes all of it in fp32 whatever the input dtype. ``'mixed'`` keeps bf16
+    inputs in bf16 and leaves the accumulation of the sums over tokens (``S``, ``z``, the matmuls) to the kernels'
+    fp32 accumulators: half the memory traffic of the elementwise work, which dominates this mixer on GPU. fp16
+    inputs always take the fp32 path (``phi(q) z`` can exceed fp16's range). Prefix tokens are ordinary tokens.
+    With ``rope`` and ``rope_numerator`` the numerator uses RoPE-rotated ``phi`` of the patch tokens and the
+    denominator the un-rotated ones (MLLA). The conv term (``conv`` in 'squeeze', 'static', 'token', 'none') is
+    added to the patch tokens only, before ``proj``.
 
     There is no attention matrix to drop out, so ``attn_drop`` must be 0.
     """
@@ -47,6 +53,7 @@ class LinearAttention(TokenMixer):
             focusing: Optional[float] = None,
             rope_numerator: bool = True,
             eps: float = 1e-6,
+            precision: str = 'fp32',
     ) -> None:
         super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         if attn_drop != 0.:
@@ -54,7 +61,10 @@ class LinearAttention(TokenMixer):
                              f'got {attn_drop}')
         if focusing is not None and focusing <= 0:
             raise ValueError(f'focusing must be a positive power or None, got {focusing}')
+        if precision not in PRECISIONS:
+            raise ValueError(f'unknown precision {precision!r}; valid: {", ".join(repr(p) for p in PRECISIONS)}')
         self.focusing = focusing
+        self.precision = precision
         self.rope_numerator = rope_numerator
         self.eps = eps
         self.conv = build_value_conv(conv, dim, kernel_size, reduction)
@@ -65,6 +75,12 @@ class LinearAttention(TokenMixer):
             return F.relu(x)
         return focused_relu(x, self.focusing, self.eps)
 
+    def compute_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """The dtype the attention core runs in for inputs of ``dtype``."""
+        if self.precision == 'mixed' and dtype in (torch.bfloat16, torch.float32):
+            return dtype
+        return torch.float32
+
     def linear_attention(
             self,
             q: torch.Tensor,
@@ -72,13 +88,14 @@ class LinearAttention(TokenMixer):
             v: torch.Tensor,
             rope: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        """Normalised linear attention on ``[B, H, N, head_dim]`` tensors, in fp32 (autocast off); returns fp32."""
+        """Normalised linear attention on ``[B, H, N, head_dim]`` tensors (autocast off), in :meth:`compute_dtype`."""
+        dtype = self.compute_dtype(q.dtype)
         with torch.autocast(device_type=q.device.type, enabled=False):
-            q, k, v = self.feature_map(q.float()), self.feature_map(k.float()), v.float()
+            q, k, v = self.feature_map(q.to(dtype)), self.feature_map(k.to(dtype)), v.to(dtype)
             denominator = q @ k.sum(dim=2, keepdim=True).transpose(-2, -1)  # [B, H, N, 1]
             if rope is not None and self.rope_numerator:
-                q = rotate_patch_tokens(q, rope.float(), self.num_prefix_tokens, self.rotate_half)
-                k = rotate_patch_tokens(k, rope.float(), self.num_prefix_tokens, self.rotate_half)
+                q = rotate_patch_tokens(q, rope.to(dtype), self.num_prefix_tokens, self.rotate_half)
+                k = rotate_patch_tokens(k, rope.to(dtype), self.num_prefix_tokens, self.rotate_half)
             numerator = q @ (k.transpose(-2, -1) @ v)  # [B, H, N, head_dim]
             return numerator / (denominator + self.eps)
 
@@ -99,5 +116,5 @@ class LinearAttention(TokenMixer):
             h, w = grid_size
             v_grid = qkv[:, P:, 2].reshape(B, h, w, D).permute(0, 3, 1, 2)
             conv = self.conv(v_grid).flatten(2).transpose(1, 2)  # [B, h * w, D]
-            out = torch.cat([out[:, :P], out[:, P:] + conv], dim=1)
+            out[:, P:] += conv  # out: a fresh tensor no autograd node saved; in place saves a copy
         return self.proj_drop(self.proj(out))
