@@ -5,7 +5,8 @@
 # machine that has torch + timm + matplotlib but not this project's venv (jetvit_mm.models needs no mmengine):
 #
 #     bash scripts/gpu_benchmark.sh "$OUT"              # on the device machine; a few minutes on one H200
-#     DEVICE=cpu SIZES="64 128" MIXER_GRID="4 8" REPEAT=1 WARMUP=0 THROUGHPUT=2 bash scripts/gpu_benchmark.sh /tmp/smoke
+#     DEVICE=cpu SIZES="64 128" MIXER_GRID="4 8" REPEAT=1 WARMUP=0 THROUGHPUT=2 COMPILE_SIZE="64 128" \
+#         bash scripts/gpu_benchmark.sh /tmp/smoke   # a dry run here
 #
 # Throughput is timed at a given batch (THROUGHPUT, default 8) rather than the largest that fits: on a 141 GB card
 # the search for the largest batch alone would take minutes per arch at 1024x2048. Each phase runs even if an
@@ -36,12 +37,16 @@ for ((i = 0; i < ${#sizes[@]}; i += 2)); do size_args+=(--size "${sizes[i]}" "${
 } > "$out/env.txt"
 cat "$out/env.txt"
 
-models() {  # models NAME [extra benchmark.py arguments]
+models() {  # models NAME [extra benchmark.py arguments]; ARCHS / SIZE_ARGS / LIMIT (seconds) override per phase
     local name=$1; shift
-    echo "== models $name: $*"
-    "$py" tools/benchmark.py models --device "$device" --model dinov3_vitb16 --arch teacher --arch 2F \
-        --arch all-L --arch all-W "${size_args[@]}" --warmup "$warmup" --repeat "$repeat" \
-        --throughput "$throughput" --json "$out/models_$name.json" "$@" || echo "== models $name FAILED (rc $?)"
+    local -a archs=() limit=() sz=("${size_args[@]}")
+    for a in ${ARCHS:-teacher 2F all-L all-W}; do archs+=(--arch "$a"); done
+    [[ -n ${LIMIT:-} ]] && limit=(timeout "$LIMIT")
+    [[ -n ${SIZE_ARGS:-} ]] && read -r -a sz <<< "$SIZE_ARGS"
+    echo "== models $name: ${sz[*]} $*"
+    "${limit[@]}" "$py" tools/benchmark.py models --device "$device" --model dinov3_vitb16 "${archs[@]}" "${sz[@]}" \
+        --warmup "$warmup" --repeat "$repeat" --throughput "${TP:-$throughput}" --json "$out/models_$name.json" "$@" \
+        || echo "== models $name FAILED (rc $?)"
 }
 mixers() {  # mixers NAME [extra benchmark.py arguments]
     local name=$1; shift
@@ -51,11 +56,14 @@ mixers() {  # mixers NAME [extra benchmark.py arguments]
 }
 graph=(); [[ $device == cuda ]] && graph=(--cuda-graph)
 {
-    # eager first (the reference, and what a plain PyTorch user gets), then CUDA-graph replays (the GPU's own time)
-    models fp32 --dtype fp32 --profile
-    models bf16_mixed --dtype bf16 --linear-cfg precision=mixed --profile
+    # CUDA-graph replays first (the GPU's own time: no host launch overhead), L layers in 'mixed' and 'fp32'
+    # precision; then eager (what a plain PyTorch user gets); then torch.compile (inductor fuses the elementwise
+    # work) at 1024x2048 only, batch 1, teacher vs 2F: compiling takes minutes, hence the time limit
+    models bf16_mixed_graph --dtype bf16 --linear-cfg precision=mixed "${graph[@]}"
     models fp32_graph --dtype fp32 "${graph[@]}"
     models bf16_graph --dtype bf16 "${graph[@]}" --no-memory
-    models bf16_mixed_graph --dtype bf16 --linear-cfg precision=mixed "${graph[@]}"
     mixers bf16_graph --dtype bf16 "${graph[@]}"
+    models bf16_mixed --dtype bf16 --linear-cfg precision=mixed --no-memory
+    ARCHS="teacher 2F" SIZE_ARGS="--size ${COMPILE_SIZE:-1024 2048}" LIMIT=${COMPILE_LIMIT:-240} TP=1 \
+        models bf16_mixed_compile --dtype bf16 --linear-cfg precision=mixed --compile --no-memory
 } 2>&1 | tee "$out/run.log"

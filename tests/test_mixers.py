@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 import pytest
 import torch
 import torch.nn.functional as F
-from timm.layers import RotaryEmbeddingDinoV3
+from timm.layers import RotaryEmbeddingDinoV3, apply_rot_embed_cat
 from timm.models.eva import EvaAttention
 from timm.models.vision_transformer import Attention as TimmAttention
 
@@ -24,6 +24,7 @@ from jetvit_mm.models.mixers import (
     validate_arch,
 )
 from jetvit_mm.models.mixers.linear import focused_relu
+from jetvit_mm.models.mixers.rope import apply_rope_table, rope_table, rotate_patch_tokens
 
 DIM, HEADS, PREFIX = 32, 2, 5
 HEAD_DIM = DIM // HEADS
@@ -149,6 +150,21 @@ def test_full_attention_matches_timm_eva_attention_with_rope():
     torch.testing.assert_close(full(x, grid, rope), expected, rtol=0, atol=1e-6)
     # RoPE matters here: without it the outputs differ clearly
     assert (full(x, grid) - expected).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize('x_dtype,rope_dtype', [(torch.float32, torch.float32), (torch.bfloat16, torch.float32),
+                                                 (torch.bfloat16, torch.bfloat16)], ids=['fp32', 'bf16-x', 'bf16'])
+@pytest.mark.parametrize('num_prefix_tokens', [0, PREFIX])
+def test_rope_table_gives_timm_rotation_bit_for_bit(x_dtype, rope_dtype, num_prefix_tokens):
+    grid = (5, 7)
+    x = torch.randn(2, HEADS, num_prefix_tokens + 35, HEAD_DIM, generator=torch.Generator().manual_seed(0))
+    x, rope = (x * 10).to(x_dtype), dinov3_rope(grid).to(rope_dtype)
+    patches = apply_rot_embed_cat(x[:, :, num_prefix_tokens:], rope, half=True)  # timm, patch tokens only
+    expected = torch.cat([x[:, :, :num_prefix_tokens], patches], dim=2)
+    out = rotate_patch_tokens(x, rope, num_prefix_tokens)
+    assert out.dtype == x_dtype and torch.equal(out, expected)
+    with pytest.raises(ValueError, match=r'rope table must have shape \(num_tokens, 2 \* head_dim\)'):
+        apply_rope_table(x, rope_table(rope, num_prefix_tokens + 1))
 
 
 def test_full_attention_matches_timm_vit_attention_without_rope():

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import TokenMixer
-from .rope import check_num_tokens, rotate_patch_tokens
+from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
 from .squeeze_conv import build_value_conv
 
 PRECISIONS = ('fp32', 'mixed')
@@ -94,8 +94,9 @@ class LinearAttention(TokenMixer):
             q, k, v = self.feature_map(q.to(dtype)), self.feature_map(k.to(dtype)), v.to(dtype)
             denominator = q @ k.sum(dim=2, keepdim=True).transpose(-2, -1)  # [B, H, N, 1]
             if rope is not None and self.rope_numerator:
-                q = rotate_patch_tokens(q, rope.to(dtype), self.num_prefix_tokens, self.rotate_half)
-                k = rotate_patch_tokens(k, rope.to(dtype), self.num_prefix_tokens, self.rotate_half)
+                check_rope(rope, q.shape[-2] - self.num_prefix_tokens, q.shape[-1])
+                table = rope_table(rope.to(dtype), self.num_prefix_tokens, self.rotate_half)
+                q, k = apply_rope_table(q, table, self.rotate_half), apply_rope_table(k, table, self.rotate_half)
             numerator = q @ (k.transpose(-2, -1) @ v)  # [B, H, N, head_dim]
             return numerator / (denominator + self.eps)
 

@@ -29,6 +29,40 @@ def check_rope(rope: torch.Tensor, num_patches: int, head_dim: int) -> None:
         )
 
 
+def rope_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool = True) -> torch.Tensor:
+    """``rope`` (``(h * w, 2 * head_dim)``, ``[sin, cos]``) made ready for :func:`apply_rope_table` on all tokens.
+
+    Prefix rows are the identity (sin 0, cos 1), so no token slicing and re-concatenation is needed; with
+    ``rotate_half`` the sign of rotate-half (``[-x2, x1]``) is moved into the sin table, so the rotated tensor is a
+    plain half swap. Both are exact: ``x * 1 + y * 0 == x`` and ``(-a) * b == a * (-b)`` in floating point.
+    """
+    if num_prefix_tokens:
+        identity = torch.cat([rope.new_zeros(num_prefix_tokens, rope.shape[-1] // 2),
+                              rope.new_ones(num_prefix_tokens, rope.shape[-1] // 2)], dim=-1)
+        rope = torch.cat([identity, rope], dim=0)
+    if not rotate_half:
+        return rope
+    sin, cos = rope.chunk(2, dim=-1)
+    sin_a, sin_b = sin.chunk(2, dim=-1)
+    return torch.cat([-sin_a, sin_b, cos], dim=-1)
+
+
+def apply_rope_table(x: torch.Tensor, table: torch.Tensor, rotate_half: bool = True) -> torch.Tensor:
+    """RoPE on every token of ``x`` (``[..., N, head_dim]``) with a :func:`rope_table`; result in ``x.dtype``.
+
+    The same values as timm's ``apply_rot_embed_cat`` on the patch tokens (computed with the table's precision and
+    cast back), prefix tokens unchanged.
+    """
+    if tuple(table.shape[-2:]) != (x.shape[-2], 2 * x.shape[-1]):
+        raise ValueError(f'rope table must have shape (num_tokens, 2 * head_dim) = ({x.shape[-2]}, '
+                         f'{2 * x.shape[-1]}), got {tuple(table.shape)}')
+    if not rotate_half:
+        return apply_rot_embed_cat(x, table, half=False)
+    sin, cos = table.chunk(2, dim=-1)
+    x1, x2 = x.chunk(2, dim=-1)
+    return (x * cos + torch.cat([x2, x1], dim=-1) * sin).to(x.dtype)
+
+
 def rotate_patch_tokens(
         x: torch.Tensor,
         rope: torch.Tensor,
@@ -38,10 +72,7 @@ def rotate_patch_tokens(
     """Apply RoPE to the patch tokens of ``x`` (``[..., N, head_dim]``); prefix tokens pass unchanged.
 
     Same numerics as timm's ``EvaAttention``: the rotation is computed with ``rope``'s precision and cast back to
-    ``x.dtype``.
+    ``x.dtype``. Mixers that rotate q and k build the :func:`rope_table` once and call :func:`apply_rope_table`.
     """
     check_rope(rope, x.shape[-2] - num_prefix_tokens, x.shape[-1])
-    patches = apply_rot_embed_cat(x[..., num_prefix_tokens:, :], rope, half=rotate_half)
-    if num_prefix_tokens == 0:
-        return patches
-    return torch.cat([x[..., :num_prefix_tokens, :], patches], dim=-2)
+    return apply_rope_table(x, rope_table(rope, num_prefix_tokens, rotate_half), rotate_half)

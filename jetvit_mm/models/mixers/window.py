@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import TokenMixer
-from .rope import check_num_tokens, rotate_patch_tokens
+from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
 
 
 def window_partition(
@@ -105,8 +105,9 @@ class WindowAttention(TokenMixer):
 
         q, k, v = self.heads(x)
         if rope is not None:
-            q = rotate_patch_tokens(q, rope, P, self.rotate_half)
-            k = rotate_patch_tokens(k, rope, P, self.rotate_half)
+            check_rope(rope, N - P, self.head_dim)
+            table = rope_table(rope, P, self.rotate_half)
+            q, k = apply_rope_table(q, table, self.rotate_half), apply_rope_table(k, table, self.rotate_half)
 
         # prefix queries attend globally; then each of q, k, v is windowed and dropped, so that at most one
         # extra copy of a (rotated) q/k/v is alive besides qkv at any time
