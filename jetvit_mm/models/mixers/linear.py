@@ -96,7 +96,8 @@ class LinearAttention(TokenMixer):
             if rope is not None and self.rope_numerator:
                 check_rope(rope, q.shape[-2] - self.num_prefix_tokens, q.shape[-1])
                 table = rope_table(rope.to(dtype), self.num_prefix_tokens, self.rotate_half)
-                q, k = apply_rope_table(q, table, self.rotate_half), apply_rope_table(k, table, self.rotate_half)
+                q = apply_rope_table(q, table, self.rotate_half)  # one at a time: phi(q) is freed before k
+                k = apply_rope_table(k, table, self.rotate_half)
             numerator = q @ (k.transpose(-2, -1) @ v)  # [B, H, N, head_dim]
             return numerator / (denominator + self.eps)
 
