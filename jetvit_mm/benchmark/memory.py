@@ -45,6 +45,10 @@ def _reset_peak_rss() -> bool:
         return False
 
 
+def _weights_bytes(model: torch.nn.Module) -> int:
+    return sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+
+
 def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
     """Build ``JetViT(**spec['model'])`` and measure the peak memory of one forward (run it in a fresh process)."""
     from jetvit_mm.models.jetvit import JetViT
@@ -56,9 +60,9 @@ def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
     torch.manual_seed(0)
     model = JetViT(**spec['model']).to(device=device, dtype=dtype).eval()
     x = torch.randn(*spec['input_shape'], device=device, dtype=dtype)
-    weights = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
     if device.type == 'cuda':
         return cuda_forward_memory(model, x, int(spec.get('warmup', 1)))
+    weights = _weights_bytes(model)
     with torch.inference_mode():
         for _ in range(int(spec.get('warmup', 1))):
             model(x)
@@ -75,7 +79,7 @@ def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
 def cuda_forward_memory(model: torch.nn.Module, x: torch.Tensor, warmup: int = 1) -> Dict[str, Any]:
     """Peak extra CUDA memory of one ``model(x)`` (no fresh process needed: the allocator's counters are exact)."""
     device = x.device
-    weights = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+    weights = _weights_bytes(model)
     with torch.inference_mode():
         for _ in range(warmup):
             model(x)

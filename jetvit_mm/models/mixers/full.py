@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import TokenMixer
-from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
+from .rope import check_num_tokens, rotate_query_key
 
 
 class FullAttention(TokenMixer):
@@ -41,9 +41,7 @@ class FullAttention(TokenMixer):
         check_num_tokens(N, self.num_prefix_tokens, grid_size)
         q, k, v = self.heads(x)
         if rope is not None:
-            check_rope(rope, N - self.num_prefix_tokens, self.head_dim)
-            table = rope_table(rope, self.num_prefix_tokens, self.rotate_half)
-            q, k = apply_rope_table(q, table, self.rotate_half), apply_rope_table(k, table, self.rotate_half)
+            q, k = rotate_query_key(q, k, rope, self.num_prefix_tokens, self.rotate_half)
         x = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop.p if self.training else 0.)
         x = x.transpose(1, 2).reshape(B, N, D)
         return self.proj_drop(self.proj(x))

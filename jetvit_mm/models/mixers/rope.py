@@ -63,6 +63,23 @@ def apply_rope_table(x: torch.Tensor, table: torch.Tensor, rotate_half: bool = T
     return (x * cos + torch.cat([x2, x1], dim=-1) * sin).to(x.dtype)
 
 
+def rotate_query_key(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        rope: torch.Tensor,
+        num_prefix_tokens: int,
+        rotate_half: bool = True,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """RoPE on the patch tokens of ``q`` and ``k`` (``[B, H, N, head_dim]``) with one :func:`rope_table`.
+
+    The caller's un-rotated ``q`` and ``k`` stay alive during the call: fine for views of ``qkv`` (F, W); the
+    linear mixer, whose ``phi(q)`` is a fresh tensor, rotates them one at a time itself.
+    """
+    check_rope(rope, q.shape[-2] - num_prefix_tokens, q.shape[-1])
+    table = rope_table(rope, num_prefix_tokens, rotate_half)
+    return apply_rope_table(q, table, rotate_half), apply_rope_table(k, table, rotate_half)
+
+
 def rotate_patch_tokens(
         x: torch.Tensor,
         rope: torch.Tensor,

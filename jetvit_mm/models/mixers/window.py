@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import TokenMixer
-from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
+from .rope import check_num_tokens, rotate_query_key
 
 
 def window_partition(
@@ -105,9 +105,7 @@ class WindowAttention(TokenMixer):
 
         q, k, v = self.heads(x)
         if rope is not None:
-            check_rope(rope, N - P, self.head_dim)
-            table = rope_table(rope, P, self.rotate_half)
-            q, k = apply_rope_table(q, table, self.rotate_half), apply_rope_table(k, table, self.rotate_half)
+            q, k = rotate_query_key(q, k, rope, P, self.rotate_half)
 
         # prefix queries attend globally; then each of q, k, v is windowed and dropped, so that at most one
         # extra copy of a (rotated) q/k/v is alive besides qkv at any time
