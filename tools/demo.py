@@ -19,7 +19,8 @@
 
 Every tool runs as a user would run it, in its own process with one thread (``--threads``), ``--jobs`` at a time
 where the steps do not depend on each other. One thread per process makes the figures reproducible: the same
-seed gives the same table (the latency table is a measurement: cached after the first run).
+seed gives the same table (the latency table is a measurement: cached after the first run, measured again
+when the model code changes).
 Outputs in the work dir: ``results.md`` / ``results.json`` (the table), ``pareto_step{1,2}.png`` and
 ``layer_gains_step{1,2}.png`` (the search's own plots, toy latency), ``pareto_dinov3b_1024x2048.png`` (the
 searched archs against their DINOv3-B latency at 1024x2048), logs of every step in ``pipeline/logs``.
@@ -219,8 +220,10 @@ def measure_interleaved(model_name: str, size, repeat: int, warmup: int = 1) -> 
 
 def latency_table(cache: Path, threads: int, repeat: int) -> Dict[str, float]:
     """Per-mixer block latency (ms) of DINOv3-B at 1024x2048, batch 1, on this machine; cached in ``cache``."""
+    # the code that is timed is part of the key: a table measured with older mixers is measured again
+    timed_code = _digest(*sorted((REPO / 'jetvit_mm' / 'models').rglob('*.py')))
     key = dict(model=LATENCY_MODEL, size=list(LATENCY_SIZE), threads=threads, repeat=repeat, timing='interleaved',
-               torch=torch.__version__, cpus=os.cpu_count())
+               torch=torch.__version__, cpus=os.cpu_count(), code=timed_code)
     if cache.is_file():
         saved = json.loads(cache.read_text())
         if saved.get('key') == key:
