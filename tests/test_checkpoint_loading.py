@@ -68,3 +68,55 @@ def test_backbone_weight_reader_reads_runner_checkpoints(tmp_path):
                tmp_path / 'iter_4.pth')
     state, meta = read_checkpoint(tmp_path / 'iter_4.pth')
     assert meta == {'iter': 4} and torch.equal(state['w'], torch.ones(2))
+
+
+# ---------------------------------------------------------------------------- the config text saved in a checkpoint
+TINY_VIT = dict(model_name='dinov3_vits16', depth=2, embed_dim=64, num_heads=4)
+
+
+def _runner_checkpoint(path, state, cfg_text):
+    torch.save({'state_dict': state, 'meta': {'cfg': cfg_text, 'iter': 1}}, path)
+    return path
+
+
+def test_saved_config_text_is_read_never_executed(tmp_path):
+    """A runner checkpoint's ``meta['cfg']`` is untrusted text: the arch is read from it without running it."""
+    from jetvit_mm.models import JetViT
+    marker = tmp_path / 'ran'
+    state = {f'backbone.{k}': v for k, v in JetViT(arch='WF', **TINY_VIT).state_dict().items()}
+    text = (f"_x = open({str(marker)!r}, 'w').write('ran')\n"
+            "model = dict(type='EncoderDecoder', backbone=dict(type='JetViT', arch='WF', depth=2, out_indices=(1, ),\n"
+            "    linear_cfg=dict(conv='squeeze'), drop_path_rate=-0.1, window_size=__import__('os').getpid()))\n")
+    path = _runner_checkpoint(tmp_path / 'iter_1.pth', state, text)
+    with pytest.raises(ValueError, match="holds a JetViT with arch 'WF'"):
+        JetViT(arch='FF', checkpoint=path, **TINY_VIT)
+    assert not marker.exists()
+    JetViT(arch='WF', checkpoint=path, **TINY_VIT)
+    assert not marker.exists()
+
+
+def test_unparsable_saved_config_warns_and_loads(tmp_path):
+    from jetvit_mm.models import JetViT
+    state = {f'backbone.{k}': v for k, v in JetViT(**TINY_VIT).state_dict().items()}
+    path = _runner_checkpoint(tmp_path / 'iter_1.pth', state, 'model = dict(\n')
+    with pytest.warns(UserWarning, match='arch is not checked'):
+        JetViT(arch='LF', checkpoint=path, **TINY_VIT)
+
+
+def test_all_full_runner_checkpoint_loads_into_a_hybrid(tmp_path):
+    """An all-F checkpoint is the teacher: every arch inherits it, even when its config spells the arch out."""
+    from jetvit_mm.models import JetViT
+    teacher = JetViT(arch='FF', **TINY_VIT)
+    state = {f'backbone.{k}': v for k, v in teacher.state_dict().items()}
+    path = _runner_checkpoint(tmp_path / 'iter_1.pth', state, "model = dict(backbone=dict(type='JetViT', arch='FF'))")
+    hybrid = JetViT(arch='LW', checkpoint=path, **TINY_VIT)
+    assert torch.equal(hybrid.blocks[1].attn.qkv.weight, teacher.blocks[1].attn.qkv.weight)
+
+
+def test_supernet_lists_layers_it_lacks(tmp_path):
+    from jetvit_mm.models import JetViT
+    from jetvit_mm.models.supernet import JetViTSupernet
+    deeper = dict(TINY_VIT, depth=3)
+    torch.save(JetViT(**deeper).state_dict(), tmp_path / 'deep.pth')
+    with pytest.raises(RuntimeError, match=r'unexpected keys: blocks\.2\.'):
+        JetViTSupernet(checkpoint=tmp_path / 'deep.pth', **TINY_VIT)

@@ -133,6 +133,31 @@ def test_all_f_matches_independent_depth_anything_v2(tmp_path):
     assert (actual - expected).abs().max() <= 1e-4 * expected.abs().max()
 
 
+def test_depth_checkpoint_of_another_arch_is_refused_and_inherit_mlp_resets(tmp_path):
+    """A depth runner checkpoint names its backbone's arch only in the saved config (W and F layers have the same
+    keys): loading it into another arch is refused. ``inherit='mlp'`` re-initialises q/k/v/o after loading."""
+    source = JetViTDepthAnything(arch='WWFF', **TINY, **TINY_HEAD)
+    state = {f'backbone.{k}': v for k, v in source.backbone.state_dict().items()}
+    state.update({f'decode_head.{k}': v for k, v in source.depth_head.state_dict().items()})
+    cfg = "model = dict(type='DepthEstimator', backbone=dict(type='JetViT', arch='WWFF'), decode_head=dict())\n"
+    torch.save({'state_dict': state, 'meta': {'cfg': cfg}}, tmp_path / 'iter_1.pth')
+    with pytest.raises(ValueError, match="arch 'WWFF'"):
+        JetViTDepthAnything(arch='FFFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
+    exported = export_mmseg_checkpoint(tmp_path / 'iter_1.pth', tmp_path / 'exported.pth')
+    assert torch.load(exported, weights_only=True)['meta']['jetvit_arch'] == 'WWFF'
+    loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
+    assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
+
+    teacher = tmp_path / 'teacher.pth'
+    write_original_checkpoint(teacher, depth=4, taps=(0, 1, 2, 3))
+    plain = JetViTDepthAnything(arch='LWFF', checkpoint=teacher, **TINY, **TINY_HEAD)
+    fresh = JetViTDepthAnything(arch='LWFF', inherit='mlp', checkpoint=teacher, **TINY, **TINY_HEAD)
+    for i, letter in enumerate('LWFF'):
+        same = torch.equal(fresh.backbone.blocks[i].attn.qkv.weight, plain.backbone.blocks[i].attn.qkv.weight)
+        assert same == (letter == 'F'), (i, letter)
+        assert torch.equal(fresh.backbone.blocks[i].mlp.fc1.weight, plain.backbone.blocks[i].mlp.fc1.weight)
+
+
 def test_head_has_the_original_layout_and_presets():
     with torch.device('meta'):
         head = DPTHead.from_preset('vitl', 1024)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checkpoints import depth_head_state, read_checkpoint, to_jetvit_names
+from .checkpoints import check_saved_arch, depth_head_state, read_checkpoint, saved_backbone_arch, to_jetvit_names
 from .heads.dpt import DPTHead, dpt_preset, head_state_from_checkpoint
 from .jetvit import JetViT
 
@@ -109,6 +109,8 @@ class JetViTDepthAnything(nn.Module):
         self.frozen = frozen
         if checkpoint is not None:
             self.load_checkpoint(checkpoint)
+            if self.backbone.inherit == 'mlp':  # the checkpoint brought q/k/v/o back into the efficient layers
+                self.backbone.reset_efficient_mixers()
         if frozen:
             self.requires_grad_(False)
             self.eval()
@@ -125,10 +127,7 @@ class JetViTDepthAnything(nn.Module):
     def load_checkpoint(self, path: Union[str, Path]) -> str:
         """Strictly load backbone and head from ``path``; returns the detected format."""
         raw, meta = read_checkpoint(path)
-        saved_arch = meta.get('jetvit_arch')
-        if saved_arch is not None and saved_arch != self.backbone.arch:
-            raise ValueError(f'{path} holds a hybrid with arch {saved_arch!r}, but this model has arch '
-                             f'{self.backbone.arch!r}: build it with arch={saved_arch!r}')
+        check_saved_arch(saved_backbone_arch(raw, meta), self.backbone.arch, path, what='hybrid')
         backbone, head, fmt = split_depth_checkpoint(raw, str(path))
         self.backbone.load_jetvit_state_dict(backbone, source=f'{path} ({fmt} format)')
         self.depth_head.load_head_state_dict(head, source=f'{path} (depth head)')
@@ -155,6 +154,7 @@ def export_mmseg_checkpoint(src: Union[str, Path], dst: Union[str, Path]) -> Pat
     It is what ``tools/test.py CONFIG CHECKPOINT`` and ``tools/search.py --head-checkpoint`` read.
     """
     raw, meta = read_checkpoint(src)
+    meta = saved_backbone_arch(raw, meta)
     backbone, head, fmt = split_depth_checkpoint(raw, str(src))
     state = {f'backbone.{k}': v for k, v in backbone.items()}
     state.update({f'decode_head.{k}': v for k, v in head.items()})

@@ -8,7 +8,7 @@ import torch
 from timm.layers import LayerScale
 from torch import nn
 
-from .checkpoints import check_state_keys, read_checkpoint, runner_backbone, to_jetvit_names
+from .checkpoints import check_saved_arch, check_state_keys, read_checkpoint, runner_backbone, to_jetvit_names
 from .mixers import build_mixer, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .variants import get_variant
@@ -204,10 +204,7 @@ class JetViT(nn.Module):
         taken (:func:`~jetvit_mm.models.checkpoints.runner_backbone`).
         """
         raw, meta = runner_backbone(*read_checkpoint(path), path)
-        saved_arch = meta.get('jetvit_arch')
-        if saved_arch is not None and saved_arch != self.arch:
-            raise ValueError(f'{path} holds a JetViT with arch {saved_arch!r}, but this model has arch '
-                             f'{self.arch!r}: build JetViT(arch={saved_arch!r}, ...)')
+        check_saved_arch(meta, self.arch, path)
         state, fmt = to_jetvit_names(raw)
         self.load_jetvit_state_dict(state, source=f'{path} ({fmt} format)')
         return fmt

@@ -116,12 +116,12 @@ class JetViTSupernet(JetViT):
         expanded = {}
         for key, value in state.items():
             parts = key.split('.')
-            if parts[0] == 'blocks' and parts[2] == 'attn' and parts[3] != 'candidates':
+            if parts[0] == 'blocks' and parts[2] == 'attn' and parts[3] != 'candidates' and int(parts[1]) < self.depth:
                 layer = int(parts[1])
                 for letter in self.search_space[layer]:
                     expanded['.'.join(parts[:3] + ['candidates', letter] + parts[3:])] = value
             else:
-                expanded[key] = value
+                expanded[key] = value  # (a layer this model lacks is reported as unexpected)
         super().load_jetvit_state_dict(expanded, source)
 
     def subnet_state_dict(self, arch: str) -> Dict[str, torch.Tensor]:

@@ -1,5 +1,7 @@
 """Reading external weight files safely."""
+import ast
 import pickle
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
@@ -111,19 +113,66 @@ def runner_backbone(state: Dict[str, torch.Tensor], meta: Dict[str, Any],
     return sub, meta
 
 
-def _saved_model_cfg(meta: Dict[str, Any], model_key: str) -> Optional[Dict[str, Any]]:
-    """``model[model_key]`` of the config text mmengine's runner saves in a checkpoint's meta, or None."""
+def check_saved_arch(meta: Dict[str, Any], arch: str, path: Union[str, Path], what: str = 'JetViT') -> None:
+    """Refuse to load a hybrid's weights (``meta['jetvit_arch']``) into a model of another arch; W and F layers have
+    the same parameters, so the keys alone cannot tell. An all-F checkpoint is the teacher and loads anywhere."""
+    saved = meta.get('jetvit_arch')
+    if saved is None or set(str(saved)) == {'F'} or saved == arch:
+        return
+    raise ValueError(f'{path} holds a {what} with arch {saved!r}, but this model has arch {arch!r}: '
+                     f'build it with arch={saved!r}')
+
+
+def saved_backbone_arch(state: Dict[str, torch.Tensor], meta: Dict[str, Any]) -> Dict[str, Any]:
+    """``meta`` with ``jetvit_arch`` taken from the run's saved config when ``state`` is a runner checkpoint of a
+    model with a JetViT ``backbone`` (an mmseg segmentor / depth estimator) or of a ``JetViTDepthAnything``."""
+    if 'jetvit_arch' in meta or not any(k.startswith('backbone.') for k in state):
+        return meta
+    model = _saved_model_cfg(meta)
+    backbone = model.get('backbone') if model else None
+    arch = backbone.get('arch') if isinstance(backbone, dict) else None
+    if arch is None and model and str(model.get('type', '')).endswith('JetViTDepthAnything'):
+        arch = model.get('arch')
+    return dict(meta, jetvit_arch=arch) if isinstance(arch, str) else meta
+
+
+def _saved_model_cfg(meta: Dict[str, Any], model_key: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """``model[model_key]`` (or ``model``) of the config text mmengine's runner saves in a checkpoint's meta, or None.
+
+    The text is parsed, never executed (a checkpoint is untrusted input, and mmengine's ``Config.fromstring``
+    runs it): only literals and ``dict(...)`` calls are read; any other expression reads as None.
+    """
     text = meta.get('cfg')
     if not isinstance(text, str):
         return None
-    from mmengine.config import Config
-
     try:
-        model = Config.fromstring(text, '.py').get('model') or {}
-    except Exception as e:  # a config the installed packages cannot parse: keys are still checked strictly
-        import warnings
-        warnings.warn(f'could not read the saved config of the checkpoint ({e}); its arch is not checked',
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        warnings.warn(f'could not parse the saved config of the checkpoint ({e}); its arch is not checked',
                       stacklevel=3)
         return None
-    sub = model.get(model_key)
-    return dict(sub) if sub is not None else None
+    model = None
+    for node in tree.body:  # the last top-level ``model = ...`` wins, as when the config runs
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == 'model' for t in node.targets):
+            model = _literal(node.value)
+    sub = model.get(model_key) if isinstance(model, dict) and model_key else model
+    return dict(sub) if isinstance(sub, dict) else None
+
+
+def _literal(node: ast.AST) -> Any:
+    """The value of a config expression built from literals, ``dict(...)``, ``{...}``, ``[...]`` and ``(...)``;
+    None for anything else (names, other calls, operators), which is never evaluated."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict):
+        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values)
+                if k is not None and isinstance(_literal(k), (str, int, float, bool, type(None)))}
+    if isinstance(node, (ast.List, ast.Tuple)):
+        values = [_literal(v) for v in node.elts]
+        return values if isinstance(node, ast.List) else tuple(values)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == 'dict' and not node.args:
+        return {kw.arg: _literal(kw.value) for kw in node.keywords if kw.arg is not None}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        value = node.operand.value
+        return -value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return None
