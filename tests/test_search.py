@@ -174,6 +174,34 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
         JetViT(arch=best, checkpoint=tmp_path / 'step2' / 'iter_4.pth', **backbone_args(Config.fromfile(PROBE)))
 
 
+def test_exported_finetune_config_builds_the_searched_model(tmp_path):
+    """The fine-tuning config of a ViT-L search builds a ViT-L student (the searched supernet's arguments), and a
+    distillation config of another teacher is refused at export."""
+    from mmengine.registry import DefaultScope
+    from mmengine.utils import import_modules_from_strings
+
+    from jetvit_mm.mm.export import export_hybrid
+    from jetvit_mm.models.supernet import JetViTSupernet
+
+    size = dict(embed_dim=32, depth=2, num_heads=2)
+    supernet = JetViTSupernet(search_space='LWF', model_name='dinov3_vitl16', window_size=4, **size)
+    large = REPO / 'configs' / 'jetvit' / 'dinov3_large_cityscapes.py'
+    paths = export_hybrid(supernet, 'WL', tmp_path, distill_config=str(large))
+    cfg = Config.fromfile(paths['finetune_config'])
+    assert cfg.model.student.model_name == cfg.model.teacher.model_name == 'dinov3_vitl16'
+    import_modules_from_strings(**cfg.custom_imports)
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        from mmseg.registry import MODELS
+        student = MODELS.build(cfg.model.student)
+    assert (student.arch, student.build_args['window_size'], student.embed_dim) == ('WL', 4, 32)
+    supernet.set_arch('WL')
+    x = torch.randn(1, 3, 64, 96)
+    with torch.no_grad():
+        assert torch.equal(student.eval()(x)[0], supernet.eval()(x)[0])
+    with pytest.raises(ValueError, match='distils from a dinov3_vitb16 teacher'):
+        export_hybrid(supernet, 'WL', tmp_path / 'b', distill_config=str(large.with_name('dinov3_base_cityscapes.py')))
+
+
 def test_killed_search_resumes_without_rescoring(pipeline, tmp_path):
     p = pipeline
     reference = tmp_path / 'reference'

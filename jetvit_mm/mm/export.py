@@ -19,10 +19,12 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
       its backbone replaced: ``tools/test.py CONFIG this.pth --cfg-options model.backbone.arch=<arch>``.
     - ``finetune_<arch>.py`` (with ``distill_config``): distillation of the fixed hybrid from the teacher.
     """
+    meta = dict(jetvit_arch=arch, build_args={k: v for k, v in supernet.build_args.items() if v is not None})
+    if distill_config is not None:
+        check_distill_teacher(Path(distill_config), meta['build_args']['model_name'])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     state = supernet.subnet_state_dict(arch)
-    meta = dict(jetvit_arch=arch, build_args={k: v for k, v in supernet.build_args.items() if v is not None})
     paths = {'backbone': out_dir / f'hybrid_{arch}.pth'}
     torch.save(dict(state_dict=state, meta=meta), paths['backbone'])
     if head_checkpoint is not None:
@@ -34,17 +36,31 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
         torch.save(dict(state_dict=merged, meta=meta), paths['with_head'])
     if distill_config is not None:
         paths['finetune_config'] = out_dir / f'finetune_{arch}.py'
-        paths['finetune_config'].write_text(finetune_config(arch, Path(distill_config).resolve(), paths['backbone']))
+        paths['finetune_config'].write_text(finetune_config(arch, Path(distill_config).resolve(), paths['backbone'],
+                                                            meta['build_args']))
     return paths
 
 
-def finetune_config(arch: str, distill_config: Path, checkpoint: Path) -> str:
+def check_distill_teacher(distill_config: Path, model_name: str) -> None:
+    """The fine-tuning config distils from ``distill_config``'s teacher: it must be the searched model's teacher."""
+    from mmengine.config import Config
+
+    teacher = Config.fromfile(distill_config).get('model', {}).get('teacher') or {}
+    if teacher.get('model_name', model_name) != model_name:
+        raise ValueError(f'--distill-config {distill_config} distils from a {teacher["model_name"]} teacher, but the '
+                         f'searched supernet is a {model_name}: pass the distillation config of {model_name}')
+
+
+def finetune_config(arch: str, distill_config: Path, checkpoint: Path, build_args: Dict[str, object]) -> str:
+    """The fine-tuning config: ``distill_config`` with its student replaced by the fixed hybrid, built with the
+    searched supernet's arguments (``build_args``: model size, window, L options), not the distillation config's
+    top-level variables, which a derived config (e.g. ViT-L) may not have overridden."""
+    args = ''.join(f', {k}={v!r}' for k, v in build_args.items() if k != 'out_indices')
     return f'''# Fine-tune the searched hybrid {arch} by distillation from the teacher, arch fixed (written by export).
 #   tools/train.py THIS_FILE --cfg-options model.teacher.checkpoint=...
 _base_ = ['{distill_config}']
 
-model = dict(student=dict(_delete_=True, type='JetViT', arch='{arch}', checkpoint='{checkpoint.resolve()}',
-                          **_base_.backbone))
+model = dict(student=dict(_delete_=True, type='JetViT', arch='{arch}', checkpoint='{checkpoint.resolve()}'{args}))
 custom_hooks = []  # one fixed arch: no path sampling
 model_wrapper_cfg = dict(type='MMDistributedDataParallel', find_unused_parameters=False)
 '''

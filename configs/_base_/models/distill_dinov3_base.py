@@ -10,7 +10,7 @@ model = dict(
         mean=[123.675, 116.28, 103.53],
         std=[58.395, 57.12, 57.375],
         bgr_to_rgb=True,
-        size_divisor=16),
+        size=None),  # the experiment sets its crop size (mmseg pads to it; size and size_divisor exclude each other)
     teacher=dict(type='JetViT', checkpoint=None, **backbone),
     student=dict(type='JetViTSupernet', search_space='LW', freeze_mlp=False, **backbone),
     distill_indices=(-1, ),
