@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
@@ -52,13 +53,13 @@ def read_paths(work_dir: Path, rank: int = 0) -> dict:
     return {r['iter']: r['arch'] for r in map(json.loads, lines)}
 
 
-def build_distiller(teacher: Path, **overrides):
+def build_distiller(teacher: Optional[Path], **overrides):
     from mmseg.registry import MODELS
 
     import jetvit_mm.mm  # noqa: F401  (registers the types)
 
     cfg = Config.fromfile(CONFIG)
-    cfg.model.teacher.checkpoint = str(teacher)
+    cfg.model.teacher.checkpoint = None if teacher is None else str(teacher)
     cfg.model.update(overrides)
     with DefaultScope.overwrite_default_scope('mmseg'):
         return MODELS.build(cfg.model)
@@ -138,6 +139,8 @@ def test_distiller_build_errors(teacher_ckpt):
         build_distiller(teacher_ckpt, distill_indices=(7, ))
     with pytest.raises(ValueError, match=r"unknown distillation loss 'l3'; valid: mse, cosine, smooth_l1, activation"):
         build_distiller(teacher_ckpt, loss='l3')
+    with pytest.warns(UserWarning, match='the teacher has no checkpoint'):  # a random teacher is legal, but said
+        build_distiller(None)
 
 
 def test_distiller_student_starts_as_teacher(teacher_ckpt):

@@ -1,4 +1,5 @@
 """Feature distillation of a JetViT (supernet or fixed arch) from its frozen full-attention teacher."""
+import warnings
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
@@ -37,6 +38,9 @@ class FeatureDistiller(BaseModel):
         self.loss_name = loss
         self.loss_weight = loss_weight
         self.teacher: JetViT = MODELS.build(dict(teacher, frozen=True))
+        if teacher.get('checkpoint') is None:
+            warnings.warn('FeatureDistiller: the teacher has no checkpoint, so the student learns a randomly '
+                          'initialised ViT; pass model.teacher.checkpoint=/path/to/teacher.pth', stacklevel=2)
         if set(self.teacher.arch) != {'F'}:
             raise ValueError(f'the teacher must be all full attention, got arch {self.teacher.arch!r}')
         inherit_from_teacher = student.get('checkpoint') is None
