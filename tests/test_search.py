@@ -231,6 +231,30 @@ def test_killed_search_resumes_without_rescoring(pipeline, tmp_path):
     assert [a for a, _, _ in final['history'][:len(partial['history'])]] == [a for a, _, _ in partial['history']]
 
 
+def test_search_latency_size_is_the_preprocessed_input(pipeline, tmp_path):
+    """ADE20K images are rarely multiples of the patch (512x683): the latency model times the size the backbone
+    sees after the data preprocessor, whole patches. The teacher is scored per stage (its metric and head)."""
+    from jetvit_mm.datasets import make_ade20k
+    ade = make_ade20k(tmp_path / 'ade', splits={'training': 1, 'validation': 2}, size=(64, 85), seed=0)
+    work = tmp_path / 'search'
+    run_tool('search.py', REPO / 'configs/tiny/seg_linear_probe_tiny_ade20k.py', pipeline['step1'], '--metric',
+             'distill_loss', '--min-gain', '100', '--work-dir', work, '--cfg-options',
+             f'val_dataloader.dataset.data_root={ade}')
+    state = json.loads((work / 'search_state.json').read_text())
+    stage = state['stages']['1']
+    assert stage['latency_size'] == [64, 96]
+    assert 'teacher_score' not in state and stage['teacher_score'] == pytest.approx(0.0, abs=1e-12)
+    assert (stage['metric'], stage['head_checkpoint']) == ('distill_loss', None)
+
+
+def test_latency_table_times_a_copy_on_another_device_or_dtype():
+    from jetvit_mm.search.latency import measure_latency_table
+    model = JetViT('dinov3_vits16', arch='LW', embed_dim=32, depth=2, num_heads=2, window_size=4)
+    table = measure_latency_table(model, (32, 48), dtype=torch.float64, warmup=0, repeat=1)
+    assert set(table) == {'base', 'F', 'L', 'W'} and all(v > 0 for v in table.values())
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # the caller's model was not converted
+
+
 def test_search_bad_input_fails_before_scoring(pipeline, tmp_path):
     p = pipeline
 

@@ -42,7 +42,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--step1-arch', help='Step 2 start (default: Step 1\'s best from the work dir state)')
     parser.add_argument('--latency-budget', type=float, default=None, help='max predicted latency, ms')
     parser.add_argument('--latency-size', type=int, nargs=2, default=None, metavar=('H', 'W'),
-                        help='input size of the latency model (default: the val image size of the first batch)')
+                        help='input size of the latency model (default: the first val batch after the data '
+                             'preprocessor, rounded up to whole patches)')
     parser.add_argument('--latency-table', type=Path, default=None,
                         help='cost archs with this latency table instead of measuring one here: a search\'s '
                              'latency_table.json or {"base", "F", "L", "W"} in ms, e.g. measured on the deployment '
@@ -83,9 +84,11 @@ def main(argv=None) -> dict:
     state = state or dict(version=1, stages={})
     stage_key = str(args.stage)
     saved = state['stages'].get(stage_key)
-    if saved is not None and (saved['checkpoint'], saved['metric']) != (str(args.checkpoint), args.metric):
-        raise ValueError(f'{state_path} was written for {saved["checkpoint"]} / {saved["metric"]}; use another '
-                         f'--work-dir for {args.checkpoint} / {args.metric}')
+    identity = dict(checkpoint=str(args.checkpoint), metric=args.metric, head_checkpoint=args.head_checkpoint)
+    if saved is not None and any(saved.get(k, v) != v for k, v in identity.items()):
+        was = ' / '.join(str(saved.get(k, v)) for k, v in identity.items())
+        raise ValueError(f'{state_path} was written for {was} (checkpoint / metric / head checkpoint); use another '
+                         f'--work-dir for {" / ".join(str(v) for v in identity.values())}')
     supernet, teacher = load_supernet(args.checkpoint, cfg)
     depth = supernet.depth
     if args.stage == 1:
@@ -100,12 +103,12 @@ def main(argv=None) -> dict:
         if supernet.search_space != expected:
             raise ValueError(f'step 2 supernet space {supernet.search_space} does not match step 1 arch {start!r} '
                              f'(expected {expected})')
-    scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint)
+    scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device)
     if args.latency_table is not None:
         table, size = read_latency_table(args.latency_table)
         size = tuple(args.latency_size or size or ())
     else:
-        size = tuple(args.latency_size or next(iter(scorer.loader))['inputs'][0].shape[-2:])
+        size = tuple(args.latency_size or scorer.input_size())
         table = load_or_measure(work_dir / 'latency_table.json', supernet, size, args.device)
     cost = lambda arch: predict_latency(arch, table)  # noqa: E731
     if args.latency_budget is not None and cost(start) > args.latency_budget:
@@ -113,13 +116,13 @@ def main(argv=None) -> dict:
                          f'is predicted at {cost(start):.1f} ms (table: {table})')
 
     # the resumable state
-    stage_state = saved or dict(checkpoint=str(args.checkpoint), metric=args.metric, higher_is_better=higher,
-                                scores={}, history=[], latency_ms=table, latency_size=list(size))
+    stage_state = saved or dict(identity, higher_is_better=higher, scores={}, history=[], latency_ms=table,
+                                latency_size=list(size))
     state['stages'][stage_key] = stage_state
-    if 'teacher_score' not in state:
-        state['teacher_score'] = scorer.teacher_score()
+    if 'teacher_score' not in stage_state:  # per stage: each stage may score with its own metric and head
+        stage_state['teacher_score'] = scorer.teacher_score()
     write_json_atomic(state_path, state)
-    teacher_value = state['teacher_score']
+    teacher_value = stage_state['teacher_score']
     memo = {arch: (v if higher else -v) for arch, v in stage_state['scores'].items()}
 
     def score(arch: str) -> float:

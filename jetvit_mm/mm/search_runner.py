@@ -4,7 +4,7 @@ import copy
 import logging
 import re
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple, Union
 
 import torch
 from mmengine.config import Config
@@ -96,7 +96,7 @@ class ArchScorer:
     """
 
     def __init__(self, cfg: Config, supernet: JetViTSupernet, teacher: JetViT, metric: str,
-                 head_checkpoint: Optional[str]) -> None:
+                 head_checkpoint: Optional[str], device: Union[str, torch.device] = 'cpu') -> None:
         self.cfg, self.supernet, self.teacher, self.metric = cfg, supernet, teacher, metric
         self.scope = cfg.get('default_scope', 'mmseg')
         with DefaultScope.overwrite_default_scope(self.scope):
@@ -118,7 +118,16 @@ class ArchScorer:
             if not head:
                 raise ValueError(f'{head_checkpoint} has no decode_head.* weights')
             self.model.decode_head.load_state_dict(head, strict=True)
+        self.model.backbone = teacher  # drop the placeholder; evaluate() swaps in the model it scores
         self.model.eval()
+        self.to(device)
+
+    def to(self, device: Union[str, torch.device]) -> 'ArchScorer':
+        """Score on ``device``: the downstream model (its data preprocessor too), the supernet and the teacher."""
+        self.device = torch.device(device)
+        for module in (self.model, self.supernet, self.teacher):
+            module.to(self.device)
+        return self
 
     @torch.no_grad()
     def evaluate(self, backbone: JetViT) -> float:
@@ -138,6 +147,15 @@ class ArchScorer:
         if self.metric not in metrics:
             raise KeyError(f'the evaluator reported {sorted(metrics)}, not {self.metric!r}')
         return float(metrics[self.metric])
+
+    def input_size(self) -> Tuple[int, int]:
+        """The size the backbone sees for the first val batch: after the data preprocessor (its padding), rounded
+        up to whole patches (e.g. ADE20K's 512x683 images)."""
+        batch = next(iter(self.loader))
+        with torch.no_grad():
+            inputs = self.model.data_preprocessor(batch, training=False)['inputs']
+        patch = self.teacher.patch_size
+        return tuple(-(-int(s) // patch) * patch for s in inputs.shape[-2:])
 
     def _distill_loss(self, backbone: JetViT) -> float:
         total, count = 0., 0

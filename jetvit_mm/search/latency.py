@@ -1,5 +1,6 @@
 """Latency model: one block per mixer letter timed once on the target device and size; an arch's predicted
 latency is the shared part (embedding + final norm) plus the sum of its blocks."""
+import copy
 import json
 import time
 from pathlib import Path
@@ -10,6 +11,8 @@ from torch import nn
 
 from jetvit_mm.models.jetvit import JetBlock, JetViT
 from jetvit_mm.models.mixers import MIXERS, build_mixer
+
+from .state import write_json_atomic
 
 
 def _time(fn, device: torch.device, warmup: int, repeat: int, min_total_ms: float = 200.,
@@ -38,7 +41,11 @@ def measure_latency_table(model: JetViT, size: Tuple[int, int], device: str = 'c
     at ``size``."""
     dev = torch.device(device)
     x = torch.randn(1, 3, *size, device=dev, dtype=dtype)
-    model = model.to(dev, dtype).eval()
+    first = next(model.parameters())
+    if first.dtype != dtype or first.device.type != dev.type or dev.index not in (None, first.device.index):
+        # time a copy: the caller's model stays where it is
+        model = copy.deepcopy(model).to(dev, dtype)
+    model = model.eval()
     tokens, grid, rope = model.prepare_tokens(x)
     table = {'base': _time(lambda: model.norm(model.prepare_tokens(x)[0]), dev, warmup, repeat)}
     ref = model.blocks[0]
@@ -80,6 +87,5 @@ def load_or_measure(cache: Path, model: JetViT, size: Tuple[int, int], device: s
         if saved.get('key') == key:
             return saved['table']
     table = measure_latency_table(model, size, device)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(dict(key=key, table=table), indent=2))
+    write_json_atomic(cache, dict(key=key, table=table))  # a kill while writing leaves no broken cache
     return table
