@@ -22,6 +22,7 @@ StateDict = Dict[str, torch.Tensor]
 TINY = dict(embed_dim=64, num_heads=4)
 DEPTH = 2
 ATOL = 1e-5
+HF_HEADS = 4
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -68,8 +69,16 @@ def official_qkv_bias(q: torch.Tensor, v: torch.Tensor, seed: int) -> Dict[str, 
     return {'bias': torch.cat([q, _noise(q.shape, seed), v]), 'bias_mask': mask}
 
 
-def timm_eva_to_official(state: StateDict) -> StateDict:
-    """timm DINOv3 (``_qkvb`` or plain) -> facebookresearch/dinov3 names, with the extras the official file has."""
+def dinov3_periods(head_dim: int, bf16: bool = False) -> torch.Tensor:
+    """DINOv3's RoPE periods (base 100, head_dim / 4 of them) as timm computes them in fp32; ``bf16``: rounded to
+    bf16 and stored so, as in the official files (REFERENCE trap 2)."""
+    periods = 100.0 ** (2.0 * torch.arange(head_dim // 4, dtype=torch.float32) / (head_dim // 2))
+    return periods.bfloat16() if bf16 else periods
+
+
+def timm_eva_to_official(state: StateDict, periods: torch.Tensor) -> StateDict:
+    """timm DINOv3 (``_qkvb`` or plain) -> facebookresearch/dinov3 names, with the extras the official file has
+    (``periods``: the RoPE periods to store)."""
     swiglu = any('.mlp.fc1_g.' in k for k in state)
     dim = state['cls_token'].shape[-1]
     out = {}
@@ -89,7 +98,7 @@ def timm_eva_to_official(state: StateDict) -> StateDict:
             key = key.replace('.mlp.fc2.', '.mlp.w3.')
         out[key] = value
     out['mask_token'] = _noise((1, dim), 7)
-    out['rope_embed.periods'] = _noise((dim // 4 // 4, ), 8)  # any values: JetViT recomputes them
+    out['rope_embed.periods'] = periods
     out['local_cls_norm.weight'], out['local_cls_norm.bias'] = torch.ones(dim), torch.zeros(dim)
     return out
 
@@ -103,7 +112,7 @@ def hf_to_official(state: StateDict) -> StateDict:
            'patch_embed.proj.weight': state['embeddings.patch_embeddings.weight'],
            'patch_embed.proj.bias': state['embeddings.patch_embeddings.bias'],
            'norm.weight': state['norm.weight'], 'norm.bias': state['norm.bias'],
-           'rope_embed.periods': torch.arange(4.)}
+           'rope_embed.periods': dinov3_periods(state['embeddings.cls_token'].shape[-1] // HF_HEADS)}
     layers = sorted({int(k.split('.')[1]) for k in state if k.startswith('layer.')})
     for i in layers:
         src, dst = f'layer.{i}.', f'blocks.{i}.'
@@ -141,7 +150,7 @@ DINOV3_CASES = [('dinov3_vits16', 'vit_small_patch16_dinov3_qkvb'),
 def test_official_and_timm_files_load_to_identical_outputs(tmp_path, model_name, timm_name):
     teacher = timm_teacher(timm_name)
     state = teacher.state_dict()
-    official = timm_eva_to_official(state)
+    official = timm_eva_to_official(state, dinov3_periods(TINY['embed_dim'] // TINY['num_heads']))
     assert any(k.endswith('.mlp.w1.weight') for k in official) == model_name.endswith('plus')
     torch.save(state, tmp_path / 'timm.pth')
     save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / 'timm.safetensors'))
@@ -170,12 +179,42 @@ def test_official_and_timm_files_load_to_identical_outputs(tmp_path, model_name,
     assert max_diff(features(leaky, x), reference) > 1e-4
 
 
+def test_official_bf16_rope_periods_are_used_and_kept(tmp_path):
+    """Official files store RoPE periods rounded to bf16 and the official model computes with them (REFERENCE trap
+    2): JetViT uses them (= timm with its periods replaced), keeps them through its own files and dtype casts;
+    ``rope_periods='computed'`` ignores them (= timm)."""
+    teacher = timm_teacher('vit_small_patch16_dinov3_qkvb')
+    stored = dinov3_periods(TINY['embed_dim'] // TINY['num_heads'], bf16=True)
+    assert not torch.equal(stored.float(), teacher.rope.periods)  # the rounding is visible at this size
+    torch.save(timm_eva_to_official(teacher.state_dict(), stored), tmp_path / 'official.pth')
+    x = images(32, 80)
+    with torch.no_grad():
+        computed = teacher.forward_features(x)
+        teacher.rope.periods.copy_(stored.float())
+        official = teacher.forward_features(x)
+    assert max_diff(official, computed) > 1e-5
+
+    model = jetvit(qkv_bias=True, checkpoint=tmp_path / 'official.pth')
+    assert torch.equal(model.rope.periods, stored.float()) and model.rope.periods.dtype == torch.float32
+    assert max_diff(features(model, x), official) < ATOL
+    assert max_diff(features(jetvit(qkv_bias=True, rope_periods='computed', checkpoint=tmp_path / 'official.pth'),
+                             x), computed) < ATOL
+    # JetViT's own file (an export, a fine-tuned student) carries them; casts keep them
+    torch.save(model.state_dict(), tmp_path / 'jetvit.pth')
+    again = jetvit(arch='LW', qkv_bias=True, checkpoint=tmp_path / 'jetvit.pth')
+    assert torch.equal(again.rope.periods, stored.float())
+    again.to(torch.bfloat16)
+    assert torch.equal(again.rope.periods, stored.float()) and 'rope.periods' in again.state_dict()
+    with pytest.raises(ValueError, match="unknown rope_periods 'bf16'; valid: checkpoint, computed"):
+        jetvit(rope_periods='bf16')
+
+
 @pytest.fixture(scope='module', params=[False, True], ids=['mlp', 'gated'])
 def hf_model(request, tmp_path_factory):
     """A real, randomised Hugging Face DINOv3ViTModel saved with save_pretrained: (model, model.safetensors)."""
     gated = request.param
-    config = DINOv3ViTConfig(hidden_size=64, num_hidden_layers=DEPTH, num_attention_heads=4, intermediate_size=256,
-                             patch_size=16, num_register_tokens=4, use_gated_mlp=gated,
+    config = DINOv3ViTConfig(hidden_size=64, num_hidden_layers=DEPTH, num_attention_heads=HF_HEADS,
+                             intermediate_size=256, patch_size=16, num_register_tokens=4, use_gated_mlp=gated,
                              hidden_act='silu' if gated else 'gelu')
     model = randomise_(DINOv3ViTModel(config), seed=3).eval()
     folder = tmp_path_factory.mktemp('hf_gated' if gated else 'hf')
@@ -331,7 +370,7 @@ def test_checkpoint_of_deeper_model_lists_extra_layers(tmp_path, timm_name, mode
 
 
 def test_official_checkpoint_with_nan_bias_mask_is_refused(tmp_path, qkvb_teacher):
-    official = timm_eva_to_official(qkvb_teacher.state_dict())
+    official = timm_eva_to_official(qkvb_teacher.state_dict(), qkvb_teacher.rope.periods)
     official['blocks.1.attn.qkv.bias_mask'] = torch.full_like(official['blocks.1.attn.qkv.bias_mask'], float('nan'))
     torch.save(official, tmp_path / 'nan_mask.pth')
     with pytest.raises(ValueError, match=r'blocks\.1\.attn\.qkv\.bias_mask holds NaN'):
@@ -339,7 +378,7 @@ def test_official_checkpoint_with_nan_bias_mask_is_refused(tmp_path, qkvb_teache
 
 
 def test_official_checkpoint_without_bias_mask_uses_the_official_mask(tmp_path, qkvb_teacher):
-    official = timm_eva_to_official(qkvb_teacher.state_dict())
+    official = timm_eva_to_official(qkvb_teacher.state_dict(), qkvb_teacher.rope.periods)
     torch.save(official, tmp_path / 'masked.pth')
     torch.save({k: v for k, v in official.items() if not k.endswith('bias_mask')}, tmp_path / 'unmasked.pth')
     x = images()
@@ -352,7 +391,7 @@ def test_official_checkpoint_without_bias_mask_uses_the_official_mask(tmp_path, 
 
 
 def test_nonzero_qkv_bias_needs_qkv_bias_model(tmp_path, qkvb_teacher):
-    torch.save(timm_eva_to_official(qkvb_teacher.state_dict()), tmp_path / 'official.pth')
+    torch.save(timm_eva_to_official(qkvb_teacher.state_dict(), qkvb_teacher.rope.periods), tmp_path / 'official.pth')
     with pytest.raises(ValueError, match=r'blocks\.0\.attn\.qkv\.bias is non-zero.*qkv_bias=True'):
         jetvit(checkpoint=tmp_path / 'official.pth')
     torch.save(qkvb_teacher.state_dict(), tmp_path / 'timm.pth')
@@ -363,7 +402,7 @@ def test_nonzero_qkv_bias_needs_qkv_bias_model(tmp_path, qkvb_teacher):
 def test_zero_qkv_bias_loads_into_model_without_bias(tmp_path):
     """Official files always carry a qkv bias; all-zero q/v parts (garbage K masked away) load into qkv_bias=False."""
     teacher = timm_teacher('vit_small_patch16_dinov3')
-    torch.save(timm_eva_to_official(teacher.state_dict()), tmp_path / 'official.pth')
+    torch.save(timm_eva_to_official(teacher.state_dict(), teacher.rope.periods), tmp_path / 'official.pth')
     model = jetvit(checkpoint=tmp_path / 'official.pth')
     assert model.qkv_bias is False
     x = images()

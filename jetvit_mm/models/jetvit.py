@@ -14,6 +14,7 @@ from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .variants import get_variant
 
 INHERIT = ('all', 'mlp')
+ROPE_PERIODS = ('checkpoint', 'computed')
 TEACHER_ATTN_PARAMS = ('qkv.weight', 'qkv.bias', 'proj.weight', 'proj.bias')
 
 
@@ -85,6 +86,10 @@ class JetViT(nn.Module):
         qkv_bias: override the variant's qkv bias (DINOv3 S/B/L in timm: False, their biases are zero).
         pos_embed_interp: DINOv2 position embeddings for other grids: ``'dinov2'`` (original/DepthAnythingV2
             convention) or ``'timm'``.
+        rope_periods: DINOv3 RoPE periods: ``'checkpoint'`` (default) takes them from a checkpoint that holds them
+            (official files store them rounded to bf16, and the official model computes with those values) and
+            saves them in the state dict (``rope.periods``); ``'computed'`` always uses the fp32 values computed
+            from the base, as timm and Hugging Face do.
     """
 
     def __init__(
@@ -103,11 +108,14 @@ class JetViT(nn.Module):
             num_heads: Optional[int] = None,
             qkv_bias: Optional[bool] = None,
             pos_embed_interp: str = 'dinov2',
+            rope_periods: str = 'checkpoint',
     ) -> None:
         super().__init__()
         variant = get_variant(model_name)
         if inherit not in INHERIT:
             raise ValueError(f'unknown inherit {inherit!r}; valid: {", ".join(INHERIT)}')
+        if rope_periods not in ROPE_PERIODS:
+            raise ValueError(f'unknown rope_periods {rope_periods!r}; valid: {", ".join(ROPE_PERIODS)}')
         if pos_embed_interp not in POS_EMBED_INTERP:
             raise ValueError(f'unknown pos_embed_interp {pos_embed_interp!r}; valid: {", ".join(POS_EMBED_INTERP)}')
         overrides = {k: v for k, v in dict(embed_dim=embed_dim, depth=depth, num_heads=num_heads,
@@ -116,7 +124,8 @@ class JetViT(nn.Module):
                                     drop_path_rate=drop_path_rate, **overrides)
         self.build_args = dict(model_name=model_name, out_indices=out_indices, window_size=window_size,
                                linear_cfg=linear_cfg, drop_path_rate=drop_path_rate, embed_dim=embed_dim, depth=depth,
-                               num_heads=num_heads, qkv_bias=qkv_bias, pos_embed_interp=pos_embed_interp)
+                               num_heads=num_heads, qkv_bias=qkv_bias, pos_embed_interp=pos_embed_interp,
+                               rope_periods=rope_periods)
         self.model_name = model_name
         self.family = variant.family
         self.embed_dim = teacher.embed_dim
@@ -136,6 +145,9 @@ class JetViT(nn.Module):
         self.reg_token = teacher.reg_token
         self.pos_embed = teacher.pos_embed
         self.rope = teacher.rope if variant.family == 'dinov3' else None
+        self.rope_periods = rope_periods
+        if self.rope is not None and rope_periods == 'checkpoint':  # timm keeps them out of the state dict
+            self.rope._non_persistent_buffers_set.discard('periods')
         self.register_load_state_dict_post_hook(_drop_rope_cache)
         teacher_attn = teacher.blocks[0].attn
         self.qkv_bias = teacher_attn.qkv.bias is not None or getattr(teacher_attn, 'q_bias', None) is not None
@@ -192,6 +204,18 @@ class JetViT(nn.Module):
                 if layer.bias is not None:
                     nn.init.zeros_(layer.bias)
 
+    def _apply(self, fn, *args, **kwargs):
+        # timm's RoPE recomputes its periods (and drops them from the state dict) when a cast lowers their dtype;
+        # keep the loaded values, in fp32
+        periods = self.rope.periods.detach().clone() if self.rope is not None else None
+        out = super()._apply(fn, *args, **kwargs)
+        persistent = self.rope_periods == 'checkpoint'
+        if periods is not None and (not torch.equal(self.rope.periods.cpu(), periods.float().cpu())
+                                    or persistent == ('periods' in self.rope._non_persistent_buffers_set)):
+            self.rope.register_buffer('periods', periods.to(self.rope.periods.device, torch.float32),
+                                      persistent=persistent)
+        return out
+
     def train(self, mode: bool = True) -> 'JetViT':
         _drop_rope_cache(self)
         return super().train(mode and not self.frozen)
@@ -215,8 +239,11 @@ class JetViT(nn.Module):
         state = dict(state)
         if not self.qkv_bias:  # timm's DINOv3 S/B/L have no qkv bias; checkpoints may carry all-zero ones
             self._drop_zero_qkv_biases(state, source)
+        if self.rope is not None and self.rope_periods == 'computed':
+            state.pop('rope.periods', None)
+        optional = self.new_parameter_names() + ['rope.periods']  # timm / Hugging Face files: computed periods
         check_state_keys(own, state, f'JetViT({self.model_name}, embed_dim={self.embed_dim}, depth={self.depth}, '
-                         f'num_heads={self.num_heads})', source, optional=self.new_parameter_names())
+                         f'num_heads={self.num_heads})', source, optional=optional)
         self.load_state_dict(state, strict=False)
 
     def _drop_zero_qkv_biases(self, state: Dict[str, torch.Tensor], source: str) -> None:

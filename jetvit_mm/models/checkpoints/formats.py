@@ -19,10 +19,14 @@ def _split_prefix(state: StateDict, prefix: str) -> Tuple[StateDict, StateDict]:
 
 
 def convert_dinov3_official(state: StateDict) -> StateDict:
-    """facebookresearch/dinov3 ``.pth``: storage tokens, ``ls*.gamma``, masked qkv bias, SwiGLU ``w1/w2/w3``."""
+    """facebookresearch/dinov3 ``.pth``: storage tokens, ``ls*.gamma``, masked qkv bias, SwiGLU ``w1/w2/w3``,
+    RoPE ``periods`` (kept: REFERENCE trap 2)."""
     out = {}
     for key, value in state.items():
-        if key in ('mask_token', ) or key.startswith(('local_cls_norm.', 'rope_embed.')) or key.endswith('.bias_mask'):
+        if key in ('mask_token', ) or key.startswith('local_cls_norm.') or key.endswith('.bias_mask'):
+            continue
+        if key == 'rope_embed.periods':  # stored rounded to bf16: the official model computes with these values
+            out['rope.periods'] = value.float()
             continue
         if key.endswith('attn.qkv.bias'):
             out[key] = _masked_qkv_bias(value, state.get(key + '_mask'), key)
