@@ -120,6 +120,27 @@ def test_tiny_detector_evaluates_real_predictions(tiny_run, tiny_coco):
     assert all({'size', 'counts'} <= set(det['segmentation']) for det in masks)
 
 
+def test_search_scores_archs_with_the_detectors_coco_metric(tiny_run, tiny_coco, tiny_cityscapes, tmp_path):
+    """tools/search.py on a Mask R-CNN config: the teacher's trained neck + RPN + RoI heads score each arch with
+    mmdet's CocoMetric (a segmentation-only scorer could not load them)."""
+    from .test_supernet import make_teacher_checkpoint
+    teacher = make_teacher_checkpoint(tmp_path / 'teacher.pth')
+    run_tool('train.py', REPO / 'configs/tiny/distill_supernet_tiny_cityscapes.py', '--work-dir', tmp_path / 'step1',
+             '--cfg-options', f'train_dataloader.dataset.data_root={tiny_cityscapes}',
+             f'model.teacher.checkpoint={teacher}', 'train_cfg.max_iters=2', 'default_hooks.checkpoint.interval=2')
+    work = tmp_path / 'search'
+    run_tool('search.py', TINY, tmp_path / 'step1' / 'iter_2.pth', '--metric', 'coco/bbox_mAP', '--head-checkpoint',
+             tiny_run['checkpoint'], '--beam-width', '1', '--min-gain', '100', '--work-dir', work,
+             '--cfg-options', *data_options(tiny_coco))
+    stage = json.loads((work / 'search_state.json').read_text())['stages']['1']
+    assert len(stage['scores']) == 1 + TINY_DEPTH  # all-L and its one-W moves, then the plateau stops it
+    assert all(0 <= v <= 1 for v in stage['scores'].values()) and 0 <= stage['teacher_score'] <= 1
+    with pytest.raises(AssertionError, match='does not fit the downstream model'):
+        run_tool('search.py', TINY, tmp_path / 'step1' / 'iter_2.pth', '--metric', 'coco/bbox_mAP',
+                 '--head-checkpoint', tmp_path / 'step1' / 'iter_2.pth', '--work-dir', tmp_path / 'bad',
+                 '--cfg-options', *data_options(tiny_coco))
+
+
 # ------------------------------------------------------------------ 2. simple feature pyramid: strides and channels
 def pyramid_sizes(height: int, width: int, patch: int = 16) -> list:
     """The rule SimpleFeaturePyramid implements, as ViTDet: deconvs x4 / x2, identity, a 2x2 max-pool (floor) for

@@ -238,13 +238,14 @@ def test_search_latency_size_is_the_preprocessed_input(pipeline, tmp_path):
     ade = make_ade20k(tmp_path / 'ade', splits={'training': 1, 'validation': 2}, size=(64, 85), seed=0)
     work = tmp_path / 'search'
     run_tool('search.py', REPO / 'configs/tiny/seg_linear_probe_tiny_ade20k.py', pipeline['step1'], '--metric',
-             'distill_loss', '--min-gain', '100', '--work-dir', work, '--cfg-options',
+             'distill_loss', '--beam-width', '1', '--work-dir', work, '--cfg-options',
              f'val_dataloader.dataset.data_root={ade}')
     state = json.loads((work / 'search_state.json').read_text())
     stage = state['stages']['1']
     assert stage['latency_size'] == [64, 96]
     assert 'teacher_score' not in state and stage['teacher_score'] == pytest.approx(0.0, abs=1e-12)
     assert (stage['metric'], stage['head_checkpoint']) == ('distill_loss', None)
+    assert stage['min_gain'] == pytest.approx(0.001)  # the default plateau scaled to a loss, not 0.1 mIoU points
 
 
 def test_latency_table_times_a_copy_on_another_device_or_dtype():

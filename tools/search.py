@@ -21,7 +21,7 @@ from mmengine.utils import import_modules_from_strings
 
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
-from jetvit_mm.mm.search_runner import ArchScorer, check_metric, load_supernet, signed
+from jetvit_mm.mm.search_runner import ArchScorer, check_metric, default_thresholds, load_supernet, signed
 from jetvit_mm.search import search_step1, search_step2
 from jetvit_mm.search.latency import load_or_measure, predict_latency, read_latency_table
 from jetvit_mm.search.report import layer_gains, pareto_front, plot_gains, plot_pareto
@@ -36,9 +36,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--head-checkpoint', help='the teacher\'s trained downstream head (e.g. its probe run)')
     parser.add_argument('--metric', default='mIoU', help='evaluator metric to optimise, or distill_loss (no labels)')
     parser.add_argument('--beam-width', type=int, default=4)
-    parser.add_argument('--min-gain', type=float, default=0.1, help='Step 1: stop when a stage gains less')
+    parser.add_argument('--min-gain', type=float, default=None,
+                        help='Step 1: stop when a stage gains less, in the metric\'s units (default: 0.1 for a '
+                             'percent metric such as mIoU, 0.001 for a fraction such as COCO mAP or AbsRel)')
     parser.add_argument('--max-full', type=int, default=None, help='Step 2: at most this many F layers')
-    parser.add_argument('--tolerance', type=float, default=0.5, help='Step 2: stop at teacher score - tolerance')
+    parser.add_argument('--tolerance', type=float, default=None,
+                        help='Step 2: stop at teacher score - tolerance, in the metric\'s units (default: 0.5 for '
+                             'a percent metric, 0.005 for a fraction); negative: never stop on the score')
     parser.add_argument('--step1-arch', help='Step 2 start (default: Step 1\'s best from the work dir state)')
     parser.add_argument('--latency-budget', type=float, default=None, help='max predicted latency, ms')
     parser.add_argument('--latency-size', type=int, nargs=2, default=None, metavar=('H', 'W'),
@@ -75,8 +79,9 @@ def main(argv=None) -> dict:
 
     # every check before any scoring
     higher = check_metric(args.metric, cfg.get('val_evaluator'))
-    if args.stage == 2 and args.max_full is None and args.tolerance is None:
-        raise ValueError('Step 2 needs --max-full and/or --tolerance')
+    min_gain, tolerance = default_thresholds(args.metric)
+    args.min_gain = min_gain if args.min_gain is None else args.min_gain
+    args.tolerance = tolerance if args.tolerance is None else args.tolerance
     state = read_json(state_path) if state_path.is_file() else None
     if state is not None and not args.resume and str(args.stage) in state.get('stages', {}):
         raise FileExistsError(f'{state_path} already holds a step {args.stage} search: pass --resume to continue it '
@@ -118,6 +123,10 @@ def main(argv=None) -> dict:
     # the resumable state
     stage_state = saved or dict(identity, higher_is_better=higher, scores={}, history=[], latency_ms=table,
                                 latency_size=list(size))
+    if args.stage == 1:  # the thresholds in force (metric units), for the record
+        stage_state['min_gain'] = args.min_gain
+    else:
+        stage_state['tolerance'] = args.tolerance
     state['stages'][stage_key] = stage_state
     if 'teacher_score' not in stage_state:  # per stage: each stage may score with its own metric and head
         stage_state['teacher_score'] = scorer.teacher_score()
@@ -140,8 +149,8 @@ def main(argv=None) -> dict:
         result = search_step1(objective, depth, min_gain=args.min_gain, **common)
     else:
         teacher_signed = teacher_value if higher else -teacher_value
-        result = search_step2(objective, start, teacher_score=teacher_signed if args.tolerance is not None else None,
-                              tolerance=args.tolerance or 0., max_full=args.max_full, **common)
+        result = search_step2(objective, start, teacher_score=teacher_signed,
+                              tolerance=args.tolerance, max_full=args.max_full, **common)
     value = lambda arch: stage_state['scores'][arch]  # noqa: E731
     stage_state.update(best_arch=result.best_arch, best_score=value(result.best_arch),
                        stop_reason=result.stop_reason, stages=[[s.best_arch for s in result.stages]])

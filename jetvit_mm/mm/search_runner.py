@@ -27,6 +27,19 @@ METRIC_DIRECTIONS: Dict[str, bool] = {
     'coco/bbox_mAP': True, 'coco/segm_mAP': True,
     'distill_loss': False,
 }
+# Metrics reported in percent (mmseg's IoUMetric, DA-2K accuracy); the others (mmdet's COCO mAPs, AbsRel, delta1,
+# the distillation loss) are fractions. The search's default thresholds are in percentage points, scaled by this.
+PERCENT_METRICS = ('mIoU', 'aAcc', 'mAcc', 'mDice', 'mFscore', 'da2k_acc')
+DEFAULT_MIN_GAIN, DEFAULT_TOLERANCE = 0.1, 0.5  # percentage points: Step-1 plateau, Step-2 gap to the teacher
+
+
+def default_thresholds(metric: str) -> Tuple[float, float]:
+    """``(min_gain, tolerance)`` in ``metric``'s own units: 0.1 and 0.5 points of a percent metric (mIoU), 0.001
+    and 0.005 of a fraction (COCO mAP, AbsRel, distill_loss)."""
+    scale = 1.0 if metric in PERCENT_METRICS else 0.01
+    return DEFAULT_MIN_GAIN * scale, DEFAULT_TOLERANCE * scale
+
+
 # Metric names each evaluator type reports (for the check before any scoring).
 EVALUATOR_METRICS = {
     'IoUMetric': lambda cfg: ['aAcc', 'mAcc', 'mPrecision', 'mRecall']
@@ -112,15 +125,25 @@ class ArchScorer:
                 self.evaluator = Evaluator(cfg.val_evaluator)
                 self.evaluator.dataset_meta = self.loader.dataset.metainfo
         if metric != 'distill_loss':
-            head = load_local_checkpoint(head_checkpoint, map_location='cpu')
-            head = head.get('state_dict', head)
-            head = {k[len('decode_head.'):]: v for k, v in head.items() if k.startswith('decode_head.')}
-            if not head:
-                raise ValueError(f'{head_checkpoint} has no decode_head.* weights')
-            self.model.decode_head.load_state_dict(head, strict=True)
+            self._load_heads(head_checkpoint)
         self.model.backbone = teacher  # drop the placeholder; evaluate() swaps in the model it scores
         self.model.eval()
         self.to(device)
+
+    def _load_heads(self, path: str) -> None:
+        """Everything but the backbone from the teacher's downstream checkpoint, strictly: a segmentor's
+        ``decode_head`` (and ``auxiliary_head``), a detector's ``neck``, ``rpn_head`` and ``roi_head``."""
+        state = load_local_checkpoint(path, map_location='cpu')
+        state = {k: v for k, v in state.get('state_dict', state).items() if not k.startswith('backbone.')}
+        if not state:
+            raise ValueError(f'{path} has no weights besides backbone.*: give the checkpoint of the teacher\'s '
+                             f'trained downstream model (head, neck, ...)')
+        own = {k for k in self.model.state_dict() if not k.startswith(('backbone.', 'data_preprocessor.'))}
+        missing, unexpected = sorted(own - set(state)), sorted(set(state) - own)
+        if missing or unexpected:
+            raise RuntimeError(f'{path} does not fit the downstream model of {Path(self.cfg.filename).name}: '
+                               f'missing {missing[:8]}, unexpected {unexpected[:8]}')
+        self.model.load_state_dict(state, strict=False)
 
     def to(self, device: Union[str, torch.device]) -> 'ArchScorer':
         """Score on ``device``: the downstream model (its data preprocessor too), the supernet and the teacher."""
