@@ -264,6 +264,20 @@ def test_da2k_metric_counts_pairs():
                                  da2k_pairs=[dict(point1=[0, 0], point2=[4, 0], closer_point='point1')])])
 
 
+def test_da2k_point_frame_follows_exif_orientation(tmp_path):
+    """DA-2K points are checked against the image as the pipeline loads it (OpenCV applies EXIF rotation)."""
+    import mmcv
+    from PIL import Image
+
+    from jetvit_mm.mm.depth import _image_size
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees on display
+    Image.fromarray(np.zeros((40, 80, 3), np.uint8)).save(tmp_path / 'rotated.jpg', exif=exif)
+    Image.fromarray(np.zeros((40, 80, 3), np.uint8)).save(tmp_path / 'plain.jpg')
+    for name in ('rotated.jpg', 'plain.jpg'):
+        assert _image_size(str(tmp_path / name)) == mmcv.imread(str(tmp_path / name)).shape[:2], name
+
+
 def test_da2k_dataset_and_accuracy_on_generated_benchmark(tmp_path):
     """The true disparity scores 100 %, the true depth (the wrong order) 0 %; bad points name file and pair."""
     from jetvit_mm.datasets import make_da2k

@@ -447,8 +447,8 @@ class CpuContention:
     contended it was. Calls shorter than 20 clock ticks (0.2 s) get None: tick accounting cannot tell.
     """
 
-    def __init__(self) -> None:
-        self.available = Path('/proc/stat').is_file() and Path('/proc/self/stat').is_file()
+    def __init__(self, enabled: bool = True) -> None:
+        self.available = enabled and Path('/proc/stat').is_file() and Path('/proc/self/stat').is_file()
         self.hz = os.sysconf('SC_CLK_TCK') if self.available else 100
 
     def snapshot(self) -> Optional[Tuple[float, int, int]]:
@@ -496,7 +496,7 @@ def run_models(args: argparse.Namespace) -> dict:
         models[e['label']] = JetViT(**e['kwargs']).to(device=device, dtype=dtype).eval()
     runners = {label: (torch.compile(m) if args.compile else m) for label, m in models.items()}
     timer = make_timer(device)
-    probe = CpuContention()
+    probe = CpuContention(enabled=device.type == 'cpu')  # on CUDA it would read /proc inside the event window
 
     rows: List[Dict[str, object]] = []
     samples: Dict[str, Dict[str, List[float]]] = {}

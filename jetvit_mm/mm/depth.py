@@ -289,10 +289,13 @@ class DepthAnythingResize(BaseTransform):
 
 
 def _image_size(path: str) -> Tuple[int, int]:
+    """``(height, width)`` as the pipeline sees the image: mmcv's loader (OpenCV) applies the EXIF orientation."""
     from PIL import Image
 
     with Image.open(path) as image:
         width, height = image.size
+        if image.getexif().get(0x0112, 1) in (5, 6, 7, 8):  # rotated by 90 degrees: width and height swap
+            width, height = height, width
     return height, width
 
 
@@ -379,7 +382,7 @@ class AffineInvariantDepthMetric(BaseMetric):
 
     def process(self, data_batch: dict, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:
-            pred = _pred_map(sample)
+            pred = _pred_map(sample).double()  # scored in fp64 whatever the model ran in (fp16 would round the GT)
             gt = sample['gt_depth_map']['data'].squeeze(0).to(pred)
             if pred.shape != gt.shape:
                 raise ValueError(f'{sample.get("img_path")}: prediction {tuple(pred.shape)} and ground truth '
