@@ -13,7 +13,7 @@ import pytest
 import timm
 import torch
 from safetensors.torch import save_file
-from transformers import DINOv3ViTConfig, DINOv3ViTModel
+from transformers import Dinov2Config, Dinov2Model, DINOv3ViTConfig, DINOv3ViTModel
 
 from jetvit_mm.models.checkpoints import depth_head_state, read_state_dict
 from jetvit_mm.models.jetvit import JetViT
@@ -246,6 +246,28 @@ def test_hf_and_official_files_of_same_weights_agree(hf_model, tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     x = images(32, 80)
     assert torch.equal(features(from_hf, x), features(from_official, x))
+
+
+def test_hf_dinov2_files_match_hf_model(tmp_path):
+    """A Hugging Face ``Dinov2Model`` file (hub names: attention.attention.query/key/value, attention.output.dense)
+    and its in-memory state dict (recent transformers: attention.{q,k,v,o}_proj) load into JetViT and give the HF
+    model's tokens: at the native 518 grid with any interpolation mode, elsewhere with ``pos_embed_interp='hf'``."""
+    config = Dinov2Config(hidden_size=32, num_hidden_layers=DEPTH, num_attention_heads=2, intermediate_size=128,
+                          patch_size=14, image_size=518, layerscale_value=0.7)
+    hf = randomise_(Dinov2Model(config), seed=4).eval()
+    hf.save_pretrained(tmp_path)
+    hub = read_state_dict(tmp_path / 'model.safetensors')
+    assert 'encoder.layer.0.attention.attention.query.weight' in hub and 'embeddings.position_embeddings' in hub
+    torch.save(hf.state_dict(), tmp_path / 'in_memory.pth')
+    for name in ('model.safetensors', 'in_memory.pth'):
+        for interp, sizes in (('dinov2', [(518, 518)]), ('hf', [(518, 518), (70, 98), (266, 364)])):
+            model = JetViT('dinov2_vits14', depth=DEPTH, embed_dim=32, num_heads=2, pos_embed_interp=interp).eval()
+            assert model.load_checkpoint(tmp_path / name) == 'hf_dinov2'
+            for size in sizes:
+                x = images(*size, batch=1)
+                with torch.no_grad():
+                    expected = hf(pixel_values=x).last_hidden_state
+                assert max_diff(features(model, x), expected) < ATOL, (name, interp, size)
 
 
 def test_jetvit_state_dict_round_trip(tmp_path):

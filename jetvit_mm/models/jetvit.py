@@ -85,7 +85,7 @@ class JetViT(nn.Module):
         embed_dim, depth, num_heads: overrides for small models.
         qkv_bias: override the variant's qkv bias (DINOv3 S/B/L in timm: False, their biases are zero).
         pos_embed_interp: DINOv2 position embeddings for other grids: ``'dinov2'`` (original/DepthAnythingV2
-            convention) or ``'timm'``.
+            convention), ``'timm'`` or ``'hf'`` (Hugging Face ``Dinov2Model``).
         rope_periods: DINOv3 RoPE periods: ``'checkpoint'`` (default) takes them from a checkpoint that holds them
             (official files store them rounded to bf16, and the official model computes with those values) and
             saves them in the state dict (``rope.periods``); ``'computed'`` always uses the fp32 values computed

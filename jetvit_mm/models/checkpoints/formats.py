@@ -105,6 +105,43 @@ def convert_hf_dinov3(state: StateDict) -> StateDict:
     return out
 
 
+HF_DINOV2_QKV = r'encoder\.layer\.(\d+)\.attention\.(?:attention\.(query|key|value)|([qkv])_proj)\.(weight|bias)'
+
+
+def convert_hf_dinov2(state: StateDict) -> StateDict:
+    """Hugging Face ``Dinov2Model``: ``embeddings.position_embeddings``, ``encoder.layer.{i}``, attention as the hub
+    files name it (``attention.attention.{query,key,value}``, ``attention.output.dense``) or as recent transformers
+    name it in memory (``attention.{q,k,v,o}_proj``), ``layer_scale{1,2}.lambda1``, final ``layernorm``."""
+    out = {}
+    renames = [
+        (r'^embeddings\.cls_token$', 'cls_token'),
+        (r'^embeddings\.position_embeddings$', 'pos_embed'),
+        (r'^embeddings\.patch_embeddings\.projection\.', 'patch_embed.proj.'),
+        (r'^encoder\.layer\.(\d+)\.', r'blocks.\1.'),
+        (r'\.attention\.(?:output\.dense|o_proj)\.', '.attn.proj.'),
+        (r'\.layer_scale([12])\.lambda1$', r'.ls\1.gamma'),
+        (r'^layernorm\.', 'norm.'),
+    ]
+    qkv = {}
+    for key, value in state.items():
+        key = re.sub(r'^(?:model|dinov2)\.', '', key)
+        if key == 'embeddings.mask_token':
+            continue
+        m = re.fullmatch(HF_DINOV2_QKV, key)
+        if m:
+            qkv[(int(m.group(1)), m.group(4), (m.group(2) or m.group(3))[0])] = value
+            continue
+        for pattern, repl in renames:
+            key = re.sub(pattern, repl, key)
+        out[key] = value
+    for layer, kind in sorted({(layer, kind) for layer, kind, _ in qkv}):
+        parts = [qkv.get((layer, kind, p)) for p in 'qkv']
+        if any(t is None for t in parts):
+            raise KeyError(f'Hugging Face DINOv2 layer {layer}: the attention {kind} lacks one of query/key/value')
+        out[f'blocks.{layer}.attn.qkv.{kind}'] = torch.cat(parts)
+    return out
+
+
 def convert_depth_anything_v2(state: StateDict) -> StateDict:
     """DepthAnything/Depth-Anything-V2 ``.pth``: DINOv2 backbone under ``pretrained.`` (head left out)."""
     backbone, _ = _split_prefix(state, 'pretrained.')
@@ -120,6 +157,7 @@ CONVERTERS: Dict[str, Callable[[StateDict], StateDict]] = {
     'dinov3_official': convert_dinov3_official,
     'timm_eva': convert_timm_eva,
     'hf_dinov3': convert_hf_dinov3,
+    'hf_dinov2': convert_hf_dinov2,
     'depth_anything_v2': convert_depth_anything_v2,
     'vit': convert_vit,
 }
@@ -132,6 +170,8 @@ def detect_format(state: StateDict) -> str:
         return 'depth_anything_v2'
     if 'storage_tokens' in keys:
         return 'dinov3_official'
+    if any(re.match(r'((model|dinov2)\.)?embeddings\.position_embeddings$', k) for k in keys):
+        return 'hf_dinov2'
     if any(k.startswith('embeddings.') or re.match(r'(model\.)?layer\.\d+\.attention\.', k) for k in keys):
         return 'hf_dinov3'
     if any(re.search(r'blocks\.\d+\.(gamma_1|attn\.q_bias)', k) for k in keys):
