@@ -409,3 +409,36 @@ def test_rope_embed_is_cached_outside_training_and_equals_a_fresh_one():
         model.rope.periods.mul_(2)
     model.load_state_dict(model.state_dict())  # loading weights drops the cache
     assert not torch.equal(model.rope_embed(grid), cached)
+
+
+def test_mixed_l_precision_trains_under_bf16_autocast_like_the_fp32_core():
+    """A distillation step under bf16 autocast: with ``precision='mixed'`` the L layers' gradients are as close to
+    the fp32 step's as with the fp32 core (bf16 autocast of the Linears dominates both errors)."""
+    torch.manual_seed(0)
+    kw = dict(model_name='dinov3_vits16', depth=4, window_size=4, **TINY)
+    teacher = JetViT(arch='FFFF', **kw).eval()
+    with torch.no_grad():
+        for block in teacher.blocks:  # attention that matters: LayerScale 1, peaky q/k
+            block.ls1.gamma.fill_(1.0)
+            block.ls2.gamma.fill_(1.0)
+            block.attn.qkv.weight.normal_(0, 2 / 8)
+    x = torch.randn(2, 3, 64, 128)
+    with torch.no_grad():
+        target = teacher.forward_features(x)
+
+    def grads(precision: str, autocast: bool) -> Tuple[float, torch.Tensor]:
+        student = JetViT(arch='LLWL', linear_cfg=dict(conv='squeeze', precision=precision), **kw)
+        student.load_jetvit_state_dict(teacher.state_dict())
+        with torch.autocast('cpu', dtype=torch.bfloat16, enabled=autocast):
+            loss = F.mse_loss(student.forward_features(x).float(), target)
+        loss.backward()
+        return loss.item(), torch.cat([p.grad.flatten() for p in student.parameters() if p.grad is not None])
+
+    ref_loss, ref = grads('fp32', autocast=False)
+    errors = {}
+    for precision in ('fp32', 'mixed'):
+        loss, g = grads(precision, autocast=True)
+        assert loss == pytest.approx(ref_loss, rel=0.02)
+        errors[precision] = ((g - ref).norm() / ref.norm()).item()
+    assert ref.norm() > 0 and errors['fp32'] < 0.3
+    assert errors['mixed'] < 1.25 * errors['fp32'], errors
