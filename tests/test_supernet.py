@@ -205,12 +205,15 @@ def test_resume_continues_the_path_sequence(trained, tiny_cityscapes, teacher_ck
     assert continued == {i: uninterrupted[i] for i in range(6, 12)}
 
 
-def test_two_process_cpu_training_samples_the_same_path(tiny_cityscapes, teacher_ckpt, tmp_path):
+@pytest.mark.parametrize('diff_rank_seed', [False, True])
+def test_two_process_cpu_training_samples_the_same_path(tiny_cityscapes, teacher_ckpt, tmp_path, diff_rank_seed):
+    """Both ranks train the same path, also when mmengine seeds each rank differently (diff_rank_seed)."""
     torchrun = Path(sys.executable).with_name('torchrun')
     env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
-    cmd = [str(torchrun), '--nproc_per_node=2', '--master_port=29517', str(REPO / 'tools' / 'train.py'), str(CONFIG),
-           '--launcher', 'pytorch', '--work-dir', str(tmp_path),
-           *options(tiny_cityscapes, teacher_ckpt, 'train_cfg.max_iters=3', 'default_hooks.checkpoint.interval=3')]
+    cmd = [str(torchrun), '--nproc_per_node=2', f'--master_port={29517 + diff_rank_seed}',
+           str(REPO / 'tools' / 'train.py'), str(CONFIG), '--launcher', 'pytorch', '--work-dir', str(tmp_path),
+           *options(tiny_cityscapes, teacher_ckpt, 'train_cfg.max_iters=3', 'default_hooks.checkpoint.interval=3',
+                    'randomness.seed=5', f'randomness.diff_rank_seed={diff_rank_seed}')]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-5000:]
     rank0, rank1 = read_paths(tmp_path, 0), read_paths(tmp_path, 1)

@@ -3,6 +3,7 @@ import json
 import os.path as osp
 from typing import Optional
 
+from mmengine.dist import broadcast_object_list, is_distributed
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
@@ -26,8 +27,9 @@ def find_supernet(model) -> JetViTSupernet:
 class SupernetSamplerHook(Hook):
     """Activate one random path of the supernet before every training iteration.
 
-    The path of iteration ``i`` depends only on ``(seed, i)`` (seed: the runner's, which mmengine makes equal
-    on every rank), so all ranks train the same path and ``--resume`` continues the same sequence.
+    The path of iteration ``i`` depends only on ``(seed, i)`` (seed: the runner's on rank 0, sent to every rank, as
+    ``randomness.diff_rank_seed=True`` makes the runner's seeds differ), so all ranks train the same path and
+    ``--resume`` continues the same sequence.
 
     Args:
         mode: ``'uniform'`` or ``'budgeted'`` (see :class:`~jetvit_mm.search.SupernetSampler`).
@@ -47,6 +49,10 @@ class SupernetSamplerHook(Hook):
     def before_train(self, runner) -> None:
         supernet = find_supernet(runner.model)
         seed = self.seed if self.seed is not None else (runner.seed or 0)
+        if is_distributed():  # randomness.diff_rank_seed=True gives each rank its own seed: take rank 0's
+            box = [seed]
+            broadcast_object_list(box, src=0)
+            seed = box[0]
         self.sampler = SupernetSampler(supernet.search_space, seed=seed, mode=self.mode, min_full=self.min_full,
                                        max_full=self.max_full)
 
