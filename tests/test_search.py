@@ -248,6 +248,18 @@ def test_search_latency_size_is_the_preprocessed_input(pipeline, tmp_path):
     assert stage['min_gain'] == pytest.approx(0.001)  # the default plateau scaled to a loss, not 0.1 mIoU points
 
 
+def test_search_refuses_a_config_whose_mixers_differ_from_the_distillation(pipeline, tmp_path):
+    """Window size and L options have no parameters of their own: the distillation run's saved config is compared
+    with the evaluation config's backbone before any scoring (the weights alone would load)."""
+    p = pipeline
+    for option, message in (('model.backbone.window_size=8', 'distilled with window_size=4'),
+                            ('model.backbone.linear_cfg.focusing=3.0', 'distilled with linear_cfg.focusing=')):
+        proc = run_tool('search.py', PROBE, p['step1'], '--head-checkpoint', p['head'], '--work-dir', tmp_path,
+                        '--cfg-options', f'val_dataloader.dataset.data_root={p["data"]}', option, check=False)
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
+        assert not (tmp_path / 'search_state.json').exists()
+
+
 def test_latency_table_times_a_copy_on_another_device_or_dtype():
     from jetvit_mm.search.latency import measure_latency_table
     model = JetViT('dinov3_vits16', arch='LW', embed_dim=32, depth=2, num_heads=2, window_size=4)

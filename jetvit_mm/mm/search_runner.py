@@ -1,6 +1,7 @@
 """What tools/search.py wires together: a trained supernet, the downstream model and the framework's own
 val dataloader and evaluator, the pure beam search, a latency model and a resumable state file."""
 import copy
+import inspect
 import logging
 import re
 from pathlib import Path
@@ -14,7 +15,10 @@ from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
 
 from jetvit_mm.distill.losses import distill_loss
+from jetvit_mm.models.checkpoints.io import saved_model_cfg
 from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.models.mixers import LINEAR_CFG_KEYS
+from jetvit_mm.models.mixers.linear import LinearAttention
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
@@ -76,10 +80,35 @@ def backbone_args(cfg: Config) -> dict:
     return {k: copy.deepcopy(backbone[k]) for k in BACKBONE_KEYS if backbone.get(k) is not None}
 
 
+def _mixing_args(args: Optional[dict]) -> dict:
+    """What a layer computes beyond its parameters: the W window and every L option, defaults filled in."""
+    args = args or {}
+    linear = {k: p.default for k, p in inspect.signature(LinearAttention.__init__).parameters.items()
+              if k in LINEAR_CFG_KEYS}
+    linear.update(args.get('linear_cfg') or {})
+    window = args.get('window_size') or inspect.signature(JetViT.__init__).parameters['window_size'].default
+    return dict(window_size=window, **{f'linear_cfg.{k}': v for k, v in linear.items()})
+
+
+def check_trained_mixing(trained: Optional[dict], args: dict, path: str) -> None:
+    """The search builds its supernet from the evaluation config's backbone; refuse one whose window or L options
+    differ from the distillation run's (``trained``: its saved student config). Their weights would load (these
+    options have no parameters of their own, or the same ones) and every score would be silently wrong."""
+    if trained is None:
+        return
+    ran, given = _mixing_args(trained), _mixing_args(args)
+    differ = {k: (ran[k], given[k]) for k in ran if ran[k] != given[k]}
+    if differ:
+        fix = ' '.join(f'model.backbone.{k}={a!r}' for k, (a, _) in differ.items())
+        raise ValueError(f'{path} was distilled with ' + ', '.join(f'{k}={a!r}' for k, (a, _) in differ.items())
+                         + ', but the config\'s backbone has ' + ', '.join(f'{k}={b!r}' for k, (_, b) in differ.items())
+                         + f': pass --cfg-options {fix}')
+
+
 def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
     """The trained supernet (``student.*``) and its teacher (``teacher.*``) from a distillation checkpoint."""
-    state = load_local_checkpoint(path, map_location='cpu')
-    state = state.get('state_dict', state)
+    raw = load_local_checkpoint(path, map_location='cpu')
+    state = raw.get('state_dict', raw)
     student = {k[len('student.'):]: v for k, v in state.items() if k.startswith('student.')}
     teacher = {k[len('teacher.'):]: v for k, v in state.items() if k.startswith('teacher.')}
     space: Dict[int, str] = {}
@@ -92,6 +121,7 @@ def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
                          f'and teacher.* weights (a tools/train.py checkpoint of a FeatureDistiller with a '
                          f'JetViTSupernet student)')
     args = backbone_args(cfg)
+    check_trained_mixing(saved_model_cfg(raw.get('meta') or {}, 'student'), args, path)
     search_space = [''.join(sorted(space[i], key='LWF'.index)) for i in range(len(space))]
     supernet = JetViTSupernet(search_space=search_space, **args)
     supernet.load_state_dict(student, strict=True)

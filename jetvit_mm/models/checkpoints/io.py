@@ -101,7 +101,7 @@ def runner_backbone(state: Dict[str, torch.Tensor], meta: Dict[str, Any],
         return state, meta
     prefix, model_key = found[0]
     sub = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
-    cfg = _saved_model_cfg(meta, model_key)
+    cfg = saved_model_cfg(meta, model_key)
     meta = dict(meta)
     if cfg is not None:
         kind = str(cfg.get('type', '')).split('.')[-1]
@@ -128,7 +128,7 @@ def saved_backbone_arch(state: Dict[str, torch.Tensor], meta: Dict[str, Any]) ->
     model with a JetViT ``backbone`` (an mmseg segmentor / depth estimator) or of a ``JetViTDepthAnything``."""
     if 'jetvit_arch' in meta or not any(k.startswith('backbone.') for k in state):
         return meta
-    model = _saved_model_cfg(meta)
+    model = saved_model_cfg(meta)
     backbone = model.get('backbone') if model else None
     arch = backbone.get('arch') if isinstance(backbone, dict) else None
     if arch is None and model and str(model.get('type', '')).endswith('JetViTDepthAnything'):
@@ -136,7 +136,7 @@ def saved_backbone_arch(state: Dict[str, torch.Tensor], meta: Dict[str, Any]) ->
     return dict(meta, jetvit_arch=arch) if isinstance(arch, str) else meta
 
 
-def _saved_model_cfg(meta: Dict[str, Any], model_key: Optional[str] = None) -> Optional[Dict[str, Any]]:
+def saved_model_cfg(meta: Dict[str, Any], model_key: Optional[str] = None) -> Optional[Dict[str, Any]]:
     """``model[model_key]`` (or ``model``) of the config text mmengine's runner saves in a checkpoint's meta, or None.
 
     The text is parsed, never executed (a checkpoint is untrusted input, and mmengine's ``Config.fromstring``
