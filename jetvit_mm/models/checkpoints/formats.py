@@ -72,6 +72,13 @@ def convert_timm_eva(state: StateDict) -> StateDict:
     return out
 
 
+def _rename(key: str, rules) -> str:
+    """Apply ``(pattern, replacement)`` regex rules in order."""
+    for pattern, repl in rules:
+        key = re.sub(pattern, repl, key)
+    return key
+
+
 def convert_hf_dinov3(state: StateDict) -> StateDict:
     """Hugging Face ``DINOv3ViTModel``: ``embeddings.*``, ``[model.]layer.{i}.attention.{q,k,v,o}_proj``."""
     out = {}
@@ -89,9 +96,7 @@ def convert_hf_dinov3(state: StateDict) -> StateDict:
     for key, value in state.items():
         if key == 'embeddings.mask_token' or re.search(r'\.attention\.[qkv]_proj\.', key):
             continue
-        for pattern, repl in renames:
-            key = re.sub(pattern, repl, key)
-        key = key.replace('.mlp.up_proj.', '.mlp.fc1_x.' if gated else '.mlp.fc1.')
+        key = _rename(key, renames).replace('.mlp.up_proj.', '.mlp.fc1_x.' if gated else '.mlp.fc1.')
         out[key] = value
     for layer in sorted({int(m.group(1)) for k in state if (m := re.search(r'layer\.(\d+)\.attention\.q_proj', k))}):
         src = next(k for k in state if re.search(rf'(?:^|\.)layer\.{layer}\.attention\.q_proj\.weight$', k))
@@ -131,9 +136,7 @@ def convert_hf_dinov2(state: StateDict) -> StateDict:
         if m:
             qkv[(int(m.group(1)), m.group(4), (m.group(2) or m.group(3))[0])] = value
             continue
-        for pattern, repl in renames:
-            key = re.sub(pattern, repl, key)
-        out[key] = value
+        out[_rename(key, renames)] = value
     for layer, kind in sorted({(layer, kind) for layer, kind, _ in qkv}):
         parts = [qkv.get((layer, kind, p)) for p in 'qkv']
         if any(t is None for t in parts):
