@@ -64,3 +64,30 @@ def test_jetvit_in_mmdet_mask_rcnn():
     with torch.no_grad():
         results = model(**model.data_preprocessor(packed, training=False), mode='predict')
     assert len(results) == 2 and results[0].pred_instances.bboxes.shape[-1] == 4
+
+
+@pytest.mark.parametrize('name', ['jetvit/dinov3_base_cityscapes.py', 'jetvit/depthanything_large_distill.py'])
+def test_distillation_keeps_weight_decay_off_norms_biases_gammas_and_tokens(name):
+    """The student starts as the teacher: decaying its LayerNorms, LayerScale gammas or tokens would pull them
+    away from the teacher values it is distilled to match (the rule of LayerDecayOptimWrapperConstructor too)."""
+    from mmengine.optim import build_optim_wrapper
+
+    cfg = Config.fromfile(REPO / 'configs' / name)
+    import_modules_from_strings(**cfg.custom_imports)
+    for part in ('teacher', 'student'):
+        cfg.model[part].update(embed_dim=32, depth=4, num_heads=2)
+    cfg.model.pop('distill_indices', None)
+    with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmseg')):
+        from mmseg.registry import MODELS
+        model = MODELS.build(cfg.model)
+        optimizer = build_optim_wrapper(model, cfg.optim_wrapper).optimizer
+    decay = {id(p): group['weight_decay'] for group in optimizer.param_groups for p in group['params']}
+    base = cfg.optim_wrapper.optimizer.weight_decay
+    tokens = ('cls_token', 'reg_token', 'pos_embed', 'mask_token')
+    checked = set()
+    for param_name, param in model.student.named_parameters():
+        flat = param.ndim <= 1 or param_name.split('.')[0] in tokens
+        assert decay[id(param)] == (0. if flat else base), param_name
+        checked.add('flat' if flat else 'matrix')
+    assert checked == {'flat', 'matrix'}
+    assert any(n in tokens for n, _ in model.student.named_parameters())

@@ -293,6 +293,12 @@ def test_forward_and_intermediates_contract(model_name, num_prefix, patch):
     assert max_diff(raw[0], nlc[0][0]) > 1e-2  # norm=False really skips the final norm
     with pytest.raises(ValueError, match='out of range'):
         JetViT(model_name, depth=3, out_indices=(-4, ), **TINY)
+    assert JetViT(model_name, depth=3, out_indices=-1, **TINY).out_indices == (2, )  # one int: one layer, as mmseg
+    for bad in ((), [], (True, ), (1.0, ), '12'):
+        with pytest.raises(ValueError, match='out_indices'):
+            JetViT(model_name, depth=3, out_indices=bad, **TINY)
+    with pytest.raises(ValueError, match='out_indices'):
+        model.forward_intermediates(x, indices=())
     with pytest.raises(ValueError, match='NHWC'):
         model.forward_intermediates(x, output_fmt='NHWC')
 

@@ -366,6 +366,18 @@ def test_unknown_conv_variant_is_rejected():
     assert CONV_VARIANTS == ('squeeze', 'static', 'token', 'none')
 
 
+@pytest.mark.parametrize('letter', ['F', 'W', 'L'])
+def test_bad_option_values_are_rejected_whatever_the_letter(letter):
+    """A wrong L or W option fails when the model is built, not later when a search first reaches that letter."""
+    common = dict(dim=DIM, num_heads=HEADS)
+    for linear_cfg, match in ((dict(conv='sqeeze'), "unknown conv 'sqeeze'"), (dict(kernel_size=4), 'odd'),
+                              (dict(reduction=0), 'reduction'), (dict(precision='fp8'), 'precision')):
+        with pytest.raises(ValueError, match=match):
+            build_mixer(letter, **common, linear_cfg=linear_cfg)
+    with pytest.raises(ValueError, match='window_size must be >= 1'):
+        build_mixer(letter, **common, window_size=0)
+
+
 # ----------------------------------------------------------------------------- every mixer and variant
 
 @pytest.mark.parametrize('letter,kwargs,extra_keys', MIXER_CASES, ids=CASE_IDS)

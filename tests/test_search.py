@@ -186,9 +186,13 @@ def test_exported_finetune_config_builds_the_searched_model(tmp_path):
     size = dict(embed_dim=32, depth=2, num_heads=2)
     supernet = JetViTSupernet(search_space='LWF', model_name='dinov3_vitl16', window_size=4, **size)
     large = REPO / 'configs' / 'jetvit' / 'dinov3_large_cityscapes.py'
-    paths = export_hybrid(supernet, 'WL', tmp_path, distill_config=str(large))
+    with_ema = tmp_path / 'distill_with_ema.py'  # a user's distillation config with a hook of its own
+    with_ema.write_text(f"_base_ = ['{large}']\ncustom_hooks = [dict(type='SupernetSamplerHook', mode='uniform'), "
+                        "dict(type='EMAHook', momentum=0.001)]\n")
+    paths = export_hybrid(supernet, 'WL', tmp_path, distill_config=str(with_ema))
     cfg = Config.fromfile(paths['finetune_config'])
     assert cfg.model.student.model_name == cfg.model.teacher.model_name == 'dinov3_vitl16'
+    assert cfg.custom_hooks == [dict(type='EMAHook', momentum=0.001)]  # the path sampler goes, the EMA stays
     import_modules_from_strings(**cfg.custom_imports)
     with DefaultScope.overwrite_default_scope('mmseg'):
         from mmseg.registry import MODELS
@@ -258,6 +262,12 @@ def test_search_refuses_a_config_whose_mixers_differ_from_the_distillation(pipel
                         '--cfg-options', f'val_dataloader.dataset.data_root={p["data"]}', option, check=False)
         assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
         assert not (tmp_path / 'search_state.json').exists()
+    # the export reads the same config and takes the same --cfg-options the error message suggests
+    export = ['export_hybrid.py', PROBE, p['step1'], '--arch', 'LWLW', '--out-dir', tmp_path / 'export']
+    proc = run_tool(*export, '--cfg-options', 'model.backbone.window_size=8', check=False)
+    assert proc.returncode != 0 and 'distilled with window_size=4' in proc.stderr, proc.stderr[-2000:]
+    run_tool(*export, '--cfg-options', 'model.backbone.window_size=4')
+    assert (tmp_path / 'export' / 'hybrid_LWLW.pth').is_file()
 
 
 def test_latency_table_times_a_copy_on_another_device_or_dtype():

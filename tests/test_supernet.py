@@ -111,6 +111,8 @@ def test_extracted_subnet_equals_supernet_path(arch):
     x = torch.randn(2, 3, 48, 80)
     with torch.no_grad():
         assert torch.equal(supernet(x)[0], subnet(x)[0])
+    half = supernet.bfloat16().extract_subnet(arch)  # the subnet keeps the supernet's dtype
+    assert {p.dtype for p in half.parameters()} == {torch.bfloat16}
 
 
 def test_supernet_candidates_inherit_teacher_attention(teacher_ckpt):

@@ -57,16 +57,60 @@ def test_resume_continues_from_saved_iteration(trained, tiny_cityscapes, tmp_pat
     work_dir, _ = trained
     resumed = tmp_path / 'resumed'
     shutil.copytree(work_dir, resumed)
-    opts = data_options(tiny_cityscapes) + ['train_cfg.max_iters=6']
+    # a config without a seed takes the checkpoint's (0) before the sampler is built: the same image order
+    opts = data_options(tiny_cityscapes) + ['train_cfg.max_iters=6', 'randomness.seed=None']
     proc = run_tool('train.py', CONFIG, '--work-dir', resumed, '--resume', *opts)
     log = proc.stdout + proc.stderr
     assert 'resumed epoch: 0, iter: 4' in log
+    assert re.search(r'^\s*seed: 0$', log, re.M), 'the runner starts with the resumed run\'s seed'
     assert re.search(r'Iter\(train\) \[5/6\]', log) and not re.search(r'Iter\(train\) \[[1-4]/6\]', log)
     before = load_local_checkpoint(str(work_dir / 'iter_4.pth'))['state_dict']
     after = load_local_checkpoint(str(resumed / 'iter_6.pth'))
     assert after['meta']['iter'] == 6
     # the resumed run started from iter 4's weights and kept training the head
     assert not torch.equal(before['decode_head.conv_seg.weight'], after['state_dict']['decode_head.conv_seg.weight'])
+
+
+def test_set_resume_takes_the_checkpoint_seed_when_the_config_has_none(tmp_path):
+    from mmengine.config import Config
+
+    from jetvit_mm.mm.launch import set_resume
+
+    ckpt = tmp_path / 'iter_2.pth'
+    torch.save({'meta': {'seed': 1234, 'iter': 2}, 'state_dict': {'w': torch.zeros(2)}}, ckpt)
+    (tmp_path / 'last_checkpoint').write_text(str(ckpt))
+    for resume in (str(ckpt), 'auto'):
+        cfg = Config(dict(work_dir=str(tmp_path), randomness=dict(seed=None, deterministic=False)))
+        set_resume(cfg, resume)
+        assert cfg.resume and cfg.randomness == dict(seed=1234, deterministic=False)
+        assert cfg.load_from == (None if resume == 'auto' else str(ckpt))
+    kept = Config(dict(work_dir=str(tmp_path), randomness=dict(seed=7)))
+    set_resume(kept, 'auto')
+    assert kept.randomness.seed == 7  # a seed the user set is the user's
+    fresh = Config(dict(work_dir=str(tmp_path / 'empty')))
+    set_resume(fresh, 'auto')  # nothing saved yet: starts afresh, no seed invented
+    assert fresh.resume and 'randomness' not in fresh
+    not_resuming = Config(dict(work_dir=str(tmp_path)))
+    set_resume(not_resuming, None)
+    assert 'resume' not in not_resuming and 'randomness' not in not_resuming
+
+
+def test_two_process_cpu_probe_training(tiny_cityscapes, tmp_path):
+    """torchrun on CPU ranks (gloo): the probe head's BatchNorm must not be SyncBN, which has no CPU kernel."""
+    import os
+    import subprocess
+    import sys
+
+    torchrun = Path(sys.executable).with_name('torchrun')
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
+    cmd = [str(torchrun), '--nproc_per_node=2', '--master_port=29531', str(REPO / 'tools' / 'train.py'), str(CONFIG),
+           '--launcher', 'pytorch', '--work-dir', str(tmp_path), *data_options(tiny_cityscapes),
+           'train_cfg.max_iters=2', 'train_cfg.val_interval=2']
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    assert re.search(r'Iter\(val\) .*mIoU: \d', proc.stdout + proc.stderr)
+    state = load_local_checkpoint(str(tmp_path / 'iter_2.pth'))['state_dict']
+    assert 'decode_head.bn.running_mean' in state
 
 
 def test_load_from_runner_checkpoint(trained, tiny_cityscapes, tmp_path):

@@ -1,11 +1,12 @@
 """Export one arch of a trained supernet as a standalone JetViT checkpoint (+ downstream checkpoint, fine-tune config).
 
     python tools/export_hybrid.py CONFIG SUPERNET.pth --arch LWLLWWLLWFLF --out-dir D \
-        [--head-checkpoint TEACHER_PROBE.pth] [--distill-config configs/jetvit/dinov3_base_cityscapes.py]
+        [--head-checkpoint TEACHER_PROBE.pth] [--distill-config configs/jetvit/dinov3_base_cityscapes.py] \\
+        [--cfg-options model.backbone.window_size=8 ...]
 """
 import argparse
 
-from mmengine.config import Config
+from mmengine.config import Config, DictAction
 
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
@@ -20,9 +21,14 @@ def main(argv=None) -> dict:
     parser.add_argument('--out-dir', required=True)
     parser.add_argument('--head-checkpoint')
     parser.add_argument('--distill-config')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override keys of CONFIG, e.g. model.backbone.window_size=8 (as tools/search.py)')
     args = parser.parse_args(argv)
     enable_runner_checkpoint_loading()
-    supernet, _ = load_supernet(args.checkpoint, Config.fromfile(args.config))
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    supernet, _ = load_supernet(args.checkpoint, cfg)
     paths = export_hybrid(supernet, args.arch, args.out_dir, args.head_checkpoint, args.distill_config)
     for kind, path in paths.items():
         print(f'{kind}: {path}')

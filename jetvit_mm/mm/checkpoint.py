@@ -44,13 +44,16 @@ def runner_safe_globals() -> List[Union[Callable, Tuple[Callable, str]]]:
     return [HistoryBuffer, *numpy_globals, (_history_buffer_getattr, 'builtins.getattr')]
 
 
-def load_local_checkpoint(filename: str, map_location: Any = None) -> Any:
-    """Load a local checkpoint with ``weights_only=True`` and the runner's data types allowed."""
+def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = False) -> Any:
+    """Load a local checkpoint with ``weights_only=True`` and the runner's data types allowed.
+
+    ``mmap=True`` maps the tensors instead of reading them (cheap when only ``meta`` is wanted).
+    """
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'{filename} can not be found.')
     with torch.serialization.safe_globals(runner_safe_globals()):
-        return torch.load(filename, map_location=map_location, weights_only=True)
+        return torch.load(filename, map_location=map_location, weights_only=True, mmap=mmap)
 
 
 def enable_runner_checkpoint_loading() -> None:

@@ -51,16 +51,26 @@ def check_distill_teacher(distill_config: Path, model_name: str) -> None:
                          f'searched supernet is a {model_name}: pass the distillation config of {model_name}')
 
 
+def _hooks_without_path_sampling(distill_config: Path) -> list:
+    """``distill_config``'s custom hooks except :class:`SupernetSamplerHook` (one fixed arch samples no path)."""
+    from mmengine.config import Config, ConfigDict
+
+    hooks = Config.fromfile(distill_config).get('custom_hooks') or []
+    return [h.to_dict() if isinstance(h, ConfigDict) else dict(h) for h in hooks
+            if str(h.get('type')).split('.')[-1] != 'SupernetSamplerHook']
+
+
 def finetune_config(arch: str, distill_config: Path, checkpoint: Path, build_args: Dict[str, object]) -> str:
     """The fine-tuning config: ``distill_config`` with its student replaced by the fixed hybrid, built with the
     searched supernet's arguments (``build_args``: model size, window, L options), not the distillation config's
-    top-level variables, which a derived config (e.g. ViT-L) may not have overridden."""
+    top-level variables, which a derived config (e.g. ViT-L) may not have overridden. The distillation config's
+    custom hooks are kept (an EMA, say), except the path sampler."""
     args = ''.join(f', {k}={v!r}' for k, v in build_args.items() if k != 'out_indices')
     return f'''# Fine-tune the searched hybrid {arch} by distillation from the teacher, arch fixed (written by export).
 #   tools/train.py THIS_FILE --cfg-options model.teacher.checkpoint=...
 _base_ = ['{distill_config}']
 
 model = dict(student=dict(_delete_=True, type='JetViT', arch='{arch}', checkpoint='{checkpoint.resolve()}'{args}))
-custom_hooks = []  # one fixed arch: no path sampling
+custom_hooks = {_hooks_without_path_sampling(distill_config)!r}  # the distillation's, less the path sampler
 model_wrapper_cfg = dict(type='MMDistributedDataParallel', find_unused_parameters=False)
 '''

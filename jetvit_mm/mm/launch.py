@@ -7,9 +7,9 @@ from typing import Optional
 import torch
 from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
+from mmengine.runner import Runner, find_latest_checkpoint
 
-from .checkpoint import enable_runner_checkpoint_loading
+from .checkpoint import enable_runner_checkpoint_loading, load_local_checkpoint
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
@@ -68,13 +68,24 @@ def build_runner(cfg: Config) -> Runner:
 
 
 def set_resume(cfg: Config, resume: Optional[str]) -> None:
-    """``--resume`` alone: the latest checkpoint in work_dir; ``--resume CKPT``: that file."""
-    if resume == 'auto':
-        cfg.resume = True
-        cfg.load_from = None
-    elif resume is not None:
-        cfg.resume = True
-        cfg.load_from = resume
+    """``--resume`` alone: the latest checkpoint in work_dir; ``--resume CKPT``: that file.
+
+    A config without ``randomness.seed`` takes the resumed run's seed. mmengine restores it only after the train
+    dataloader's sampler has been seeded, so a resumed run would otherwise see the images in another order.
+    """
+    if resume is None:
+        return
+    cfg.resume = True
+    cfg.load_from = None if resume == 'auto' else resume
+    randomness = dict(cfg.get('randomness') or {})
+    if randomness.get('seed') is not None:
+        return
+    path = find_latest_checkpoint(cfg.work_dir) if resume == 'auto' else resume
+    if path is None or not osp.isfile(path):
+        return  # mmengine reports a missing file; 'auto' with nothing saved starts afresh
+    seed = load_local_checkpoint(path, map_location='cpu', mmap=True).get('meta', {}).get('seed')
+    if seed is not None:
+        cfg.randomness = dict(randomness, seed=seed)
 
 
 def enable_amp(cfg: Config) -> None:

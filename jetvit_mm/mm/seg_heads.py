@@ -12,10 +12,11 @@ __all__ = ['LinearProbeHead']
 
 
 def _default_norm_cfg() -> dict:
-    """BatchNorm, synchronised across ranks when training is distributed."""
+    """BatchNorm, synchronised across ranks when training is distributed on GPUs (PyTorch's SyncBatchNorm has no CPU
+    implementation: CPU ranks, as ``tools/train.py --launcher pytorch`` runs them without CUDA, keep per-rank BN)."""
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized() \
         and torch.distributed.get_world_size() > 1
-    return dict(type='SyncBN' if distributed else 'BN', requires_grad=True)
+    return dict(type='SyncBN' if distributed and torch.cuda.is_available() else 'BN', requires_grad=True)
 
 
 @MODELS.register_module()

@@ -173,9 +173,15 @@ class JetViT(nn.Module):
             self.eval()
 
     # ------------------------------------------------------------------ helpers
-    def _normalise_indices(self, indices: Sequence[int]) -> Tuple[int, ...]:
+    def _normalise_indices(self, indices: Union[int, Sequence[int]]) -> Tuple[int, ...]:
+        if isinstance(indices, int) and not isinstance(indices, bool):
+            indices = (indices,)  # as mmseg's VisionTransformer: one layer
+        if isinstance(indices, (str, bytes)) or not isinstance(indices, Sequence) or not indices:
+            raise ValueError(f'out_indices must be a layer index or a non-empty sequence of them, got {indices!r}')
         out = []
         for i in indices:
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise ValueError(f'out_indices entries must be ints (layer indices), got {i!r} in {indices!r}')
             j = i + self.depth if i < 0 else i
             if not 0 <= j < self.depth:
                 raise ValueError(f'out index {i} out of range for a {self.depth}-layer model')

@@ -138,10 +138,12 @@ class JetViTSupernet(JetViT):
         return out
 
     def extract_subnet(self, arch: str) -> JetViT:
-        """A standalone :class:`JetViT` with ``arch`` and this supernet's weights for that path."""
+        """A standalone :class:`JetViT` with ``arch`` and this supernet's weights for that path, on the supernet's
+        device and in its dtype."""
         subnet = JetViT(arch=arch, **self.build_args)
         subnet.load_jetvit_state_dict(self.subnet_state_dict(arch), source='supernet path')
-        return subnet.train(self.training)
+        weight = self.patch_embed.proj.weight
+        return subnet.to(device=weight.device, dtype=weight.dtype).train(self.training)
 
     def _check_arch(self, arch: str) -> None:
         current = self.arch

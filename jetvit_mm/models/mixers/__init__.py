@@ -59,14 +59,19 @@ def build_mixer(
 ) -> nn.Module:
     """Build the mixer for ``letter``; ``window_size`` goes to W only, ``linear_cfg`` to L only.
 
-    ``linear_cfg`` keys are checked whatever the letter (TypeError naming unknown keys), so a typo never hides
-    behind an arch without L layers.
+    ``linear_cfg`` (keys and values) and ``window_size`` are checked whatever the letter, so a typo never hides
+    behind an arch without L or W layers until a search or a later arch reaches one.
     """
     linear_cfg = dict(linear_cfg or {})
     unknown = sorted(set(linear_cfg) - set(LINEAR_CFG_KEYS))
     if unknown:
         raise TypeError(f'unknown linear_cfg key(s) {unknown}; valid keys: {list(LINEAR_CFG_KEYS)}')
     cls = get_mixer_cls(letter)
+    # the mixers' own checks, on a 2-channel stand-in, for the options this letter does not use
+    if cls is not WindowAttention:
+        WindowAttention(dim=2, num_heads=1, window_size=window_size)
+    if cls is not LinearAttention:
+        LinearAttention(dim=2, num_heads=1, **linear_cfg)
     common = dict(dim=dim, num_heads=num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias,
                   num_prefix_tokens=num_prefix_tokens, rotate_half=rotate_half, attn_drop=attn_drop,
                   proj_drop=proj_drop)
