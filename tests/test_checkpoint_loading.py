@@ -120,3 +120,16 @@ def test_supernet_lists_layers_it_lacks(tmp_path):
     torch.save(JetViT(**deeper).state_dict(), tmp_path / 'deep.pth')
     with pytest.raises(RuntimeError, match=r'unexpected keys: blocks\.2\.'):
         JetViTSupernet(checkpoint=tmp_path / 'deep.pth', **TINY_VIT)
+
+
+def test_unreadable_file_is_named_with_the_reason(tmp_path):
+    """A truncated checkpoint or a text file named .pth: an error naming the file, not torch's internals."""
+    from jetvit_mm.models.checkpoints import read_checkpoint
+    good = tmp_path / 'good.pth'
+    torch.save({'state_dict': {'w': torch.zeros(4096)}}, good)
+    (tmp_path / 'truncated.pth').write_bytes(good.read_bytes()[:2000])
+    (tmp_path / 'text.pth').write_text('not a checkpoint')
+    for name in ('truncated.pth', 'text.pth'):
+        for read in (load_local_checkpoint, read_checkpoint):
+            with pytest.raises(ValueError, match=f'{name} is not a readable torch checkpoint'):
+                read(str(tmp_path / name))

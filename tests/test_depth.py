@@ -148,6 +148,14 @@ def test_depth_checkpoint_of_another_arch_is_refused_and_inherit_mlp_resets(tmp_
     loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
     assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
 
+    # a segmentation checkpoint (backbone.* + a probe's decode_head.*) is not turned into a depth checkpoint
+    seg = {k: v for k, v in state.items() if k.startswith('backbone.')}
+    seg.update({'decode_head.conv_seg.weight': torch.zeros(19, 32, 1, 1), 'decode_head.bn.weight': torch.ones(32)})
+    torch.save({'state_dict': seg}, tmp_path / 'seg.pth')
+    with pytest.raises(ValueError, match=r'not a DPT head: no projects\.\*, resize_layers\.\*, scratch\.\* keys'):
+        export_mmseg_checkpoint(tmp_path / 'seg.pth', tmp_path / 'seg_as_depth.pth')
+    assert not (tmp_path / 'seg_as_depth.pth').exists()
+
     teacher = tmp_path / 'teacher.pth'
     write_original_checkpoint(teacher, depth=4, taps=(0, 1, 2, 3))
     plain = JetViTDepthAnything(arch='LWFF', checkpoint=teacher, **TINY, **TINY_HEAD)

@@ -299,6 +299,8 @@ def test_forward_and_intermediates_contract(model_name, num_prefix, patch):
             JetViT(model_name, depth=3, out_indices=bad, **TINY)
     with pytest.raises(ValueError, match='out_indices'):
         model.forward_intermediates(x, indices=())
+    with pytest.raises(ValueError, match=r'expected 3-channel images \[B, 3, H, W\], got shape \(2, 1, '):
+        model(x[:, :1])
     with pytest.raises(ValueError, match='NHWC'):
         model.forward_intermediates(x, output_fmt='NHWC')
 

@@ -490,3 +490,19 @@ def test_benchmark_mixers_runs_at_tiny_size(tmp_path):
                                     'block L-squeeze'}
     assert all(len(samples) == 2 for samples in result['samples_ms'].values())
     assert len(result['targets']) == 3
+
+
+def test_benchmark_plain_mistakes_get_usage_errors(tmp_path, capsys):
+    path = Path(__file__).resolve().parents[1] / 'tools' / 'benchmark.py'
+    spec = importlib.util.spec_from_file_location('jetvit_benchmark_tool', path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    cases = [(['mixers', '--repeat', '0'], '--repeat: must be >= 1, got 0'),
+             (['models', '--config', str(tmp_path / 'nope.py')], 'config file not found'),
+             (['plot', str(tmp_path / 'nope.json'), '--out', str(tmp_path / 'x.png')], 'result file not found')]
+    if not torch.cuda.is_available():
+        cases.append((['mixers', '--device', 'cuda'], '--device cuda: no CUDA device is available here'))
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as exit_info:
+            tool.parse_args(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err, argv

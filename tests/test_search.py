@@ -147,6 +147,14 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
     run_tool('test.py', PROBE, work / f'hybrid_{best}_with_head.pth', '--work-dir', tmp_path / 'test', '--out', out,
              '--cfg-options', f'model.backbone.arch={best}', f'test_dataloader.dataset.data_root={p["data"]}')
     assert json.loads(out.read_text())['mIoU'] == pytest.approx(summary['best']['2']['score'], abs=1e-6)
+    # tools/test.py refuses what mmengine's non-strict load_from would only warn about: another arch (W and F
+    # layers have the same keys) and a checkpoint that leaves the head as initialised
+    swapped = best.replace('W', 'F', 1) if 'W' in best else best.replace('F', 'W', 1)
+    for ckpt, arch, message in ((f'hybrid_{best}_with_head.pth', swapped, f'holds a model with arch {best!r}'),
+                                (f'hybrid_{best}.pth', best, 'missing key(s)')):
+        proc = run_tool('test.py', PROBE, work / ckpt, '--work-dir', tmp_path / 'test_bad', '--cfg-options',
+                        f'model.backbone.arch={arch}', f'test_dataloader.dataset.data_root={p["data"]}', check=False)
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-3000:]
     # the exported backbone loads strictly with its arch and equals the supernet with that path active
     supernet, _ = load_supernet(str(tmp_path / 'step2' / 'iter_4.pth'), Config.fromfile(PROBE))
     hybrid = JetViT(arch=best, checkpoint=work / f'hybrid_{best}.pth', **backbone_args(Config.fromfile(PROBE))).eval()
@@ -157,6 +165,10 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
     wrong = best.replace('L', 'W', 1) if 'L' in best else best.replace('F', 'W', 1)
     with pytest.raises(ValueError, match='holds a JetViT with arch'):
         JetViT(arch=wrong, checkpoint=work / f'hybrid_{best}.pth', **backbone_args(Config.fromfile(PROBE)))
+    # ... and with the window / L options it was exported with (they have no parameters of their own)
+    other = dict(backbone_args(Config.fromfile(PROBE)), window_size=8, linear_cfg=dict(focusing=3.0))
+    with pytest.raises(ValueError, match='holds a JetViT built with'):
+        JetViT(arch=best, checkpoint=work / f'hybrid_{best}.pth', **other)
     # the fine-tuning config (arch fixed, distillation) trains
     run_tool('train.py', work / f'finetune_{best}.py', '--work-dir', tmp_path / 'ft', '--cfg-options',
              f'train_dataloader.dataset.data_root={p["data"]}', f'model.teacher.checkpoint={p["teacher"]}',

@@ -1,4 +1,5 @@
 """Supernet, single-path sampling hook and feature distillation (issue: supernet + distillation)."""
+import itertools
 import json
 import os
 import shutil
@@ -162,16 +163,16 @@ def test_distiller_student_starts_as_teacher(teacher_ckpt):
 def trained(tiny_cityscapes, teacher_ckpt, tmp_path_factory):
     work_dir = tmp_path_factory.mktemp('supernet')
     run_tool('train.py', CONFIG, '--work-dir', work_dir,
-             *options(tiny_cityscapes, teacher_ckpt, 'train_cfg.max_iters=12', 'default_hooks.checkpoint.interval=6',
+             *options(tiny_cityscapes, teacher_ckpt, 'train_cfg.max_iters=24', 'default_hooks.checkpoint.interval=6',
                       'optim_wrapper.optimizer.lr=5e-4'))
     return work_dir
 
 
 def test_training_lowers_loss_keeps_teacher_and_samples_paths(trained, tiny_cityscapes, teacher_ckpt):
     paths = read_paths(trained)
-    assert sorted(paths) == list(range(12))
+    assert sorted(paths) == list(range(24))
     assert len(set(paths.values())) >= 4, paths
-    state = load_local_checkpoint(str(trained / 'iter_12.pth'))['state_dict']
+    state = load_local_checkpoint(str(trained / 'iter_24.pth'))['state_dict']
     teacher = JetViT(checkpoint=teacher_ckpt, **TINY).state_dict()
     for key, value in teacher.items():
         assert torch.equal(state[f'teacher.{key}'], value), key
@@ -186,7 +187,7 @@ def test_training_lowers_loss_keeps_teacher_and_samples_paths(trained, tiny_city
     after.load_state_dict(state)
     losses = {}
     with torch.no_grad():
-        for arch in ('LLLL', 'WWWW', 'LWLW', 'WLWL'):
+        for arch in map(''.join, itertools.product('LW', repeat=4)):  # every path: the mean is not one path's luck
             before.student.set_arch(arch)
             after.student.set_arch(arch)
             losses[arch] = (before.loss(x)['loss_distill'].item(), after.loss(x)['loss_distill'].item())

@@ -570,7 +570,7 @@ def run_models(args: argparse.Namespace) -> dict:
 
     profiles = {}
     if args.profile:
-        h, w = sizes[-1]
+        h, w = max(sizes, key=lambda size: size[0] * size[1])
         x = torch.randn(1, 3, h, w, device=device, dtype=dtype)
         print(f'\nprofile at {h}x{w}, batch 1 (block times, then torch.profiler top ops)', flush=True)
         for e in entries:
@@ -742,6 +742,28 @@ def check_cuda_graph(args: argparse.Namespace, device: torch.device) -> None:
         raise SystemExit('--cuda-graph and --compile: pick one (torch.compile(mode="reduce-overhead") graphs itself)')
 
 
+def count(minimum: int) -> Callable[[str], int]:
+    """argparse type: an int >= ``minimum``."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f'must be >= {minimum}, got {value}')
+        return value
+    parse.__name__ = f'int >= {minimum}'
+    return parse
+
+
+def check_inputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Plain-mistake checks with argparse's usage message: CUDA asked for without one, input files missing."""
+    if getattr(args, 'device', 'cpu') == 'cuda' and not torch.cuda.is_available():
+        parser.error('--device cuda: no CUDA device is available here (torch.cuda.is_available() is False); '
+                     'use --device cpu')
+    for what in ('config', 'checkpoint', 'result'):
+        path = getattr(args, what, None)
+        if path is not None and not Path(path).is_file():
+            parser.error(f'{what} file not found: {path}')
+
+
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest='command', required=True)
@@ -752,8 +774,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     mixers.add_argument('--batch', type=int, default=1)
     mixers.add_argument('--prefix', type=int, default=5, help='prefix tokens (DINOv3: cls + 4 registers)')
     mixers.add_argument('--window', type=int, default=16, help='window size of W')
-    mixers.add_argument('--warmup', type=int, default=2)
-    mixers.add_argument('--repeat', type=int, default=5)
+    mixers.add_argument('--warmup', type=count(0), default=2)
+    mixers.add_argument('--repeat', type=count(1), default=5)
     mixers.add_argument('--dtype', choices=sorted(DTYPES), default='fp32')
     mixers.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
     mixers.add_argument('--threads', type=int, default=0, help='torch threads on CPU (0: torch default)')
@@ -768,8 +790,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     step.add_argument('--size', type=int, nargs=2, default=(256, 512), metavar=('H', 'W'))
     step.add_argument('--batch', type=int, default=2)
     step.add_argument('--window', type=int, default=16)
-    step.add_argument('--warmup', type=int, default=1)
-    step.add_argument('--repeat', type=int, default=5)
+    step.add_argument('--warmup', type=count(0), default=1)
+    step.add_argument('--repeat', type=count(1), default=5)
     step.add_argument('--threads', type=int, default=0)
     step.add_argument('--json', type=Path, default=None)
     step.set_defaults(func=run_distill_step)
@@ -788,8 +810,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--batch', type=int, default=1, help='batch of the latency run')
     models.add_argument('--dtype', choices=MODEL_DTYPES, default='fp32')
     models.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
-    models.add_argument('--warmup', type=int, default=1)
-    models.add_argument('--repeat', type=int, default=5)
+    models.add_argument('--warmup', type=count(0), default=1)
+    models.add_argument('--repeat', type=count(1), default=5)
     models.add_argument('--compile', action='store_true', help='time torch.compile(model) (memory probe: eager)')
     models.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
     models.add_argument('--linear-cfg', type=key_value, action='append', default=None, metavar='KEY=VALUE',
@@ -810,7 +832,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     plot.add_argument('result', type=Path)
     plot.add_argument('--out', type=Path, required=True)
     plot.set_defaults(func=run_plot)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_inputs(parser, args)
+    return args
 
 
 def main(argv: Optional[List[str]] = None) -> dict:

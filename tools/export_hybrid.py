@@ -5,12 +5,13 @@
         [--cfg-options model.backbone.window_size=8 ...]
 """
 import argparse
+import os.path as osp
 
 from mmengine.config import Config, DictAction
 
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
-from jetvit_mm.mm.search_runner import load_supernet
+from jetvit_mm.mm.search_runner import build_downstream_model, load_downstream_heads, load_supernet
 
 
 def main(argv=None) -> dict:
@@ -19,16 +20,24 @@ def main(argv=None) -> dict:
     parser.add_argument('checkpoint', help='supernet distillation checkpoint')
     parser.add_argument('--arch', required=True)
     parser.add_argument('--out-dir', required=True)
-    parser.add_argument('--head-checkpoint')
+    parser.add_argument('--head-checkpoint',
+                        help='trained downstream checkpoint of CONFIG (e.g. the teacher\'s probe): its head goes '
+                             'with the hybrid into hybrid_<ARCH>_with_head.pth')
     parser.add_argument('--distill-config')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override keys of CONFIG, e.g. model.backbone.window_size=8 (as tools/search.py)')
     args = parser.parse_args(argv)
+    for what in ('config', 'checkpoint', 'head_checkpoint', 'distill_config'):
+        path = getattr(args, what)
+        if path is not None and not osp.isfile(path):
+            parser.error(f'{what.replace("_", "-")} file not found: {path}')
     enable_runner_checkpoint_loading()
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
     supernet, _ = load_supernet(args.checkpoint, cfg)
+    if args.head_checkpoint is not None:  # the head must fit CONFIG's model, as the search requires
+        load_downstream_heads(build_downstream_model(cfg), args.head_checkpoint, osp.basename(args.config))
     paths = export_hybrid(supernet, args.arch, args.out_dir, args.head_checkpoint, args.distill_config)
     for kind, path in paths.items():
         print(f'{kind}: {path}')

@@ -59,7 +59,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--export', action='store_true', help='export the best arch of this stage')
     parser.add_argument('--distill-config', help='with --export: the distillation config the fine-tune config inherits')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.device.startswith('cuda') and not torch.cuda.is_available():
+        parser.error(f'--device {args.device}: no CUDA device is available here (torch.cuda.is_available() is '
+                     f'False); use --device cpu')
+    for what in ('config', 'checkpoint', 'head_checkpoint', 'distill_config', 'latency_table'):
+        path = getattr(args, what, None)
+        if path is not None and not Path(path).is_file():
+            parser.error(f'{what.replace("_", "-")} file not found: {path}')
+    return args
 
 
 def progress(stage: int, done: int, arch: str, value: float, best: float, cached: bool) -> None:

@@ -8,6 +8,7 @@ import os.path as osp
 
 from mmengine.dist import is_main_process
 
+from jetvit_mm.mm.checkpoint import check_checkpoint_fits
 from jetvit_mm.mm.launch import add_common_args, build_runner, load_config
 
 
@@ -27,6 +28,7 @@ def main(argv=None) -> dict:
     cfg = load_config(args)
     cfg.load_from = args.checkpoint
     runner = build_runner(cfg)
+    check_checkpoint_fits(runner.model, args.checkpoint, osp.basename(args.config))
     metrics = runner.test()
     if args.out and is_main_process():
         with open(args.out, 'w') as f:

@@ -5,7 +5,7 @@ Importing it registers every jetvit_mm type (see :mod:`jetvit_mm.mm.registry`)::
     custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
 """
 from .backbones import JetViT, JetViTSupernet
-from .checkpoint import enable_runner_checkpoint_loading, load_local_checkpoint
+from .checkpoint import check_checkpoint_fits, enable_runner_checkpoint_loading, load_local_checkpoint
 from .depth import (
     AffineInvariantDepthMetric,
     DA2KDataset,
@@ -26,5 +26,5 @@ from .seg_heads import LinearProbeHead
 __all__ = ['AffineInvariantDepthMetric', 'DA2KDataset', 'DA2KMetric', 'DPTDepthHead', 'DepthAnythingResize',
            'JetViTDepthAnything', 'PseudoLabelDepthEstimator', 'ScaleShiftInvariantLoss',
            'FeatureDistiller', 'JetViT', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
-           'SimpleFeaturePyramid', 'SupernetSamplerHook', 'enable_runner_checkpoint_loading', 'load_local_checkpoint',
-           'registered_types']
+           'SimpleFeaturePyramid', 'SupernetSamplerHook', 'check_checkpoint_fits', 'enable_runner_checkpoint_loading',
+           'load_local_checkpoint', 'registered_types']

@@ -14,14 +14,18 @@ that resolves nothing but ``HistoryBuffer``'s registered statistics methods. Not
 becomes loadable: a pickle that names any other global is still refused by torch.
 """
 import os.path as osp
+import pickle
 from typing import Any, Callable, List, Tuple, Union
 
 import numpy as np
 import torch
 from mmengine.logging import HistoryBuffer
 from mmengine.runner.checkpoint import CheckpointLoader
+from torch import nn
 
-__all__ = ['enable_runner_checkpoint_loading', 'load_local_checkpoint', 'runner_safe_globals']
+from jetvit_mm.models.checkpoints.io import check_saved_arch, saved_backbone_arch, torch_load
+
+__all__ = ['check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'runner_safe_globals']
 
 _BUILTIN_STATISTICS = frozenset({'min', 'max', 'current', 'mean'})
 
@@ -30,7 +34,7 @@ def _history_buffer_getattr(obj: Any, name: str) -> Any:
     """``getattr`` restricted to what ``HistoryBuffer.__getstate__`` pickles."""
     allowed = _BUILTIN_STATISTICS | set(HistoryBuffer._statistics_methods)
     if obj is not HistoryBuffer or name not in allowed:
-        raise RuntimeError(f'refused getattr({obj!r}, {name!r}) while loading a checkpoint: only '
+        raise pickle.UnpicklingError(f'refused getattr({obj!r}, {name!r}) while loading a checkpoint: only '
                            f'HistoryBuffer statistics methods {sorted(allowed)} are allowed')
     return getattr(obj, name)
 
@@ -53,7 +57,7 @@ def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = 
     if not osp.isfile(filename):
         raise FileNotFoundError(f'{filename} can not be found.')
     with torch.serialization.safe_globals(runner_safe_globals()):
-        return torch.load(filename, map_location=map_location, weights_only=True, mmap=mmap)
+        return torch_load(filename, map_location=map_location, weights_only=True, mmap=mmap)
 
 
 def enable_runner_checkpoint_loading() -> None:
@@ -63,3 +67,37 @@ def enable_runner_checkpoint_loading() -> None:
     ``Runner.resume``/``Runner.load_checkpoint`` if you do not use these tools. Idempotent.
     """
     CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
+
+
+def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> None:
+    """Refuse to evaluate ``model`` with a checkpoint that leaves part of it as initialised or holds another arch.
+
+    mmengine's ``load_from`` loads non-strictly and only warns, so a missing head, a backbone of another patch size
+    or a hybrid of another arch (W and F layers have the same parameters) would be scored silently. Keys the
+    checkpoint has beyond the model (a distiller's ``teacher.*``) are allowed; so are the L mixers' conv parameters,
+    which a teacher checkpoint lacks (they stay as initialised, as when ``JetViT`` loads a teacher).
+    """
+    from mmengine.model import is_model_wrapper
+
+    from jetvit_mm.models.jetvit import JetViT
+
+    model = model.module if is_model_wrapper(model) else model
+    raw = load_local_checkpoint(filename, map_location='cpu', mmap=True)
+    state = raw.get('state_dict', raw) if isinstance(raw, dict) else None
+    if not isinstance(state, dict):
+        raise ValueError(f'{filename} does not hold a state dict')
+    state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in state.items()}
+    backbone = getattr(model, 'backbone', None)
+    optional = set()
+    if isinstance(backbone, JetViT):
+        check_saved_arch(saved_backbone_arch(state, raw.get('meta') or {}), backbone.arch, filename, what='model')
+        optional = {f'backbone.{name}' for name in backbone.new_parameter_names()}
+    own = {k: v for k, v in model.state_dict().items() if not k.startswith('data_preprocessor.')}
+    missing = sorted(k for k in own if k not in state and k not in optional)
+    shapes = sorted(f'{k}: {tuple(state[k].shape)} vs {tuple(v.shape)}' for k, v in own.items()
+                    if k in state and tuple(state[k].shape) != tuple(v.shape))
+    if missing or shapes:
+        raise ValueError(f'{filename} does not fit the model of {config_name}: '
+                         + (f'{len(missing)} missing key(s) {missing[:8]}' if missing else '')
+                         + ('; ' if missing and shapes else '')
+                         + (f'{len(shapes)} mis-shaped (checkpoint vs model) {shapes[:8]}' if shapes else ''))

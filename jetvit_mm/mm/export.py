@@ -22,14 +22,16 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
     meta = dict(jetvit_arch=arch, build_args={k: v for k, v in supernet.build_args.items() if v is not None})
     if distill_config is not None:
         check_distill_teacher(Path(distill_config), meta['build_args']['model_name'])
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    state = supernet.subnet_state_dict(arch)
-    paths = {'backbone': out_dir / f'hybrid_{arch}.pth'}
-    torch.save(dict(state_dict=state, meta=meta), paths['backbone'])
-    if head_checkpoint is not None:
+    state = supernet.subnet_state_dict(arch)  # checks the arch
+    full = None
+    if head_checkpoint is not None:  # read every input before anything is written
         full = load_local_checkpoint(head_checkpoint, map_location='cpu')
         full = full.get('state_dict', full)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {'backbone': out_dir / f'hybrid_{arch}.pth'}
+    torch.save(dict(state_dict=state, meta=meta), paths['backbone'])
+    if full is not None:
         merged = {k: v for k, v in full.items() if not k.startswith('backbone.')}
         merged.update({f'backbone.{k}': v for k, v in state.items()})
         paths['with_head'] = out_dir / f'hybrid_{arch}_with_head.pth'

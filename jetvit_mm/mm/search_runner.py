@@ -1,7 +1,6 @@
 """What tools/search.py wires together: a trained supernet, the downstream model and the framework's own
 val dataloader and evaluator, the pure beam search, a latency model and a resumable state file."""
 import copy
-import inspect
 import logging
 import re
 from pathlib import Path
@@ -13,12 +12,12 @@ from mmengine.evaluator import Evaluator
 from mmengine.logging import MMLogger
 from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
+from torch import nn
 
 from jetvit_mm.distill.losses import distill_loss
 from jetvit_mm.models.checkpoints.io import saved_model_cfg
 from jetvit_mm.models.jetvit import JetViT
-from jetvit_mm.models.mixers import LINEAR_CFG_KEYS
-from jetvit_mm.models.mixers.linear import LinearAttention
+from jetvit_mm.models.mixers import mixing_differences
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
@@ -80,24 +79,13 @@ def backbone_args(cfg: Config) -> dict:
     return {k: copy.deepcopy(backbone[k]) for k in BACKBONE_KEYS if backbone.get(k) is not None}
 
 
-def _mixing_args(args: Optional[dict]) -> dict:
-    """What a layer computes beyond its parameters: the W window and every L option, defaults filled in."""
-    args = args or {}
-    linear = {k: p.default for k, p in inspect.signature(LinearAttention.__init__).parameters.items()
-              if k in LINEAR_CFG_KEYS}
-    linear.update(args.get('linear_cfg') or {})
-    window = args.get('window_size') or inspect.signature(JetViT.__init__).parameters['window_size'].default
-    return dict(window_size=window, **{f'linear_cfg.{k}': v for k, v in linear.items()})
-
-
 def check_trained_mixing(trained: Optional[dict], args: dict, path: str) -> None:
     """The search builds its supernet from the evaluation config's backbone; refuse one whose window or L options
     differ from the distillation run's (``trained``: its saved student config). Their weights would load (these
     options have no parameters of their own, or the same ones) and every score would be silently wrong."""
     if trained is None:
         return
-    ran, given = _mixing_args(trained), _mixing_args(args)
-    differ = {k: (ran[k], given[k]) for k in ran if ran[k] != given[k]}
+    differ = mixing_differences(trained, args)
     if differ:
         fix = ' '.join(f'model.backbone.{k}={a!r}' for k, (a, _) in differ.items())
         raise ValueError(f'{path} was distilled with ' + ', '.join(f'{k}={a!r}' for k, (a, _) in differ.items())
@@ -130,6 +118,30 @@ def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
     return supernet.eval().requires_grad_(False), teacher_model.eval().requires_grad_(False)
 
 
+def build_downstream_model(cfg: Config) -> nn.Module:
+    """``cfg.model`` (in ``cfg``'s scope) with a JetViT of ``backbone_args(cfg)`` as a placeholder backbone."""
+    with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmseg')):
+        model_cfg = copy.deepcopy(cfg.model)
+        model_cfg.backbone = dict(type='JetViT', **backbone_args(cfg))  # replaced by the caller; cheap to build
+        return MODELS.build(model_cfg)
+
+
+def load_downstream_heads(model: nn.Module, path: str, config_name: str) -> None:
+    """Everything but the backbone from a trained downstream checkpoint, strictly: a segmentor's ``decode_head``
+    (and ``auxiliary_head``), a detector's ``neck``, ``rpn_head`` and ``roi_head``."""
+    state = load_local_checkpoint(path, map_location='cpu')
+    state = {k: v for k, v in state.get('state_dict', state).items() if not k.startswith('backbone.')}
+    if not state:
+        raise ValueError(f'{path} has no weights besides backbone.*: give the checkpoint of the teacher\'s '
+                         f'trained downstream model (head, neck, ...)')
+    own = {k for k in model.state_dict() if not k.startswith(('backbone.', 'data_preprocessor.'))}
+    missing, unexpected = sorted(own - set(state)), sorted(set(state) - own)
+    if missing or unexpected:
+        raise RuntimeError(f'{path} does not fit the downstream model of {config_name}: '
+                           f'missing {missing[:8]}, unexpected {unexpected[:8]}')
+    model.load_state_dict(state, strict=False)
+
+
 class ArchScorer:
     """Scores archs of ``supernet`` with the downstream model of ``cfg`` and the framework's evaluator.
 
@@ -142,11 +154,9 @@ class ArchScorer:
                  head_checkpoint: Optional[str], device: Union[str, torch.device] = 'cpu') -> None:
         self.cfg, self.supernet, self.teacher, self.metric = cfg, supernet, teacher, metric
         self.scope = cfg.get('default_scope', 'mmseg')
+        self.model = build_downstream_model(cfg)
         with DefaultScope.overwrite_default_scope(self.scope):
             self.loader = Runner.build_dataloader(cfg.val_dataloader)
-            model_cfg = copy.deepcopy(cfg.model)
-            model_cfg.backbone = dict(type='JetViT', **backbone_args(cfg))  # replaced below; cheap to build
-            self.model = MODELS.build(model_cfg)
             self.evaluator = None
             if metric != 'distill_loss':
                 if head_checkpoint is None:
@@ -155,25 +165,10 @@ class ArchScorer:
                 self.evaluator = Evaluator(cfg.val_evaluator)
                 self.evaluator.dataset_meta = self.loader.dataset.metainfo
         if metric != 'distill_loss':
-            self._load_heads(head_checkpoint)
+            load_downstream_heads(self.model, head_checkpoint, Path(cfg.filename).name)
         self.model.backbone = teacher  # drop the placeholder; evaluate() swaps in the model it scores
         self.model.eval()
         self.to(device)
-
-    def _load_heads(self, path: str) -> None:
-        """Everything but the backbone from the teacher's downstream checkpoint, strictly: a segmentor's
-        ``decode_head`` (and ``auxiliary_head``), a detector's ``neck``, ``rpn_head`` and ``roi_head``."""
-        state = load_local_checkpoint(path, map_location='cpu')
-        state = {k: v for k, v in state.get('state_dict', state).items() if not k.startswith('backbone.')}
-        if not state:
-            raise ValueError(f'{path} has no weights besides backbone.*: give the checkpoint of the teacher\'s '
-                             f'trained downstream model (head, neck, ...)')
-        own = {k for k in self.model.state_dict() if not k.startswith(('backbone.', 'data_preprocessor.'))}
-        missing, unexpected = sorted(own - set(state)), sorted(set(state) - own)
-        if missing or unexpected:
-            raise RuntimeError(f'{path} does not fit the downstream model of {Path(self.cfg.filename).name}: '
-                               f'missing {missing[:8]}, unexpected {unexpected[:8]}')
-        self.model.load_state_dict(state, strict=False)
 
     def to(self, device: Union[str, torch.device]) -> 'ArchScorer':
         """Score on ``device``: the downstream model (its data preprocessor too), the supernet and the teacher."""

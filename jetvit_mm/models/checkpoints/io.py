@@ -24,12 +24,29 @@ def read_checkpoint(path: Union[str, Path]) -> Tuple[Dict[str, torch.Tensor], Di
     return _unwrap(raw, path), meta
 
 
+def torch_load(path: Union[str, Path], **kwargs: Any) -> Any:
+    """``torch.load(path, **kwargs)`` with a file that is not a readable torch checkpoint (truncated, corrupt, text)
+    reported as such, naming the file, instead of torch's internal error; a weights-only refusal is re-raised as is."""
+    with open(path, 'rb') as f:
+        head = f.read(2)
+    if head != b'PK' and head[:1] != b'\x80':  # torch writes a zip archive, or (legacy) a protocol-2+ pickle
+        raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): it '
+                         f'starts with {head!r}, neither a zip archive nor a pickle')
+    try:
+        return torch.load(path, **kwargs)
+    except pickle.UnpicklingError:
+        raise
+    except (RuntimeError, OSError, EOFError, KeyError, ValueError, IndexError, AttributeError) as error:
+        raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): '
+                         f'{type(error).__name__}: {error}') from error
+
+
 def _load_pth(path: Path) -> Any:
     """``torch.load(weights_only=True)``; a file that needs more than torch's default allow-list is retried once with
     the allow-list of mmengine runner checkpoints (their message hub holds HistoryBuffers and numpy arrays), still
     weights-only: :func:`jetvit_mm.mm.checkpoint.load_local_checkpoint`. Anything else stays refused."""
     try:
-        return torch.load(path, map_location='cpu', weights_only=True)
+        return torch_load(path, map_location='cpu', weights_only=True)
     except pickle.UnpicklingError as refused:
         from jetvit_mm.mm.checkpoint import load_local_checkpoint
         try:
@@ -110,6 +127,7 @@ def runner_backbone(state: Dict[str, torch.Tensor], meta: Dict[str, Any],
                              f'export an arch first (tools/export_hybrid.py CONFIG {path} --arch ARCH --out-dir DIR)')
         if cfg.get('arch') and 'jetvit_arch' not in meta:
             meta['jetvit_arch'] = cfg['arch']
+            meta.setdefault('build_args', cfg)  # the window and L options it ran with
     return sub, meta
 
 

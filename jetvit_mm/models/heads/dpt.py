@@ -84,6 +84,9 @@ class FeatureFusionBlock(nn.Module):
         return self.out_conv(x)
 
 
+DPT_PARTS = ('projects', 'resize_layers', 'scratch')  # the head's top-level modules, in the original names
+
+
 class DPTHead(nn.Module):
     """DepthAnythingV2's DPT head: four ViT maps on one patch grid -> disparity ``[B, 1, p*h, p*w]``.
 
@@ -169,10 +172,16 @@ def head_state_from_checkpoint(state: Dict[str, torch.Tensor], source: Union[str
     """The DPT head weights of ``state``: under ``depth_head.`` (official DepthAnythingV2, JetViTDepthAnything),
     ``decode_head.`` (an mmseg depth estimator's runner checkpoint), or unprefixed (a bare head)."""
     if any(k.startswith('depth_head.') for k in state):
-        return depth_head_state(state)
-    head = {k[len('decode_head.'):]: v for k, v in state.items() if k.startswith('decode_head.')}
-    if head:
-        return head
-    if any(k.startswith('scratch.') for k in state):
-        return dict(state)
-    raise ValueError(f'{source} holds no DPT head weights (no depth_head.*, decode_head.* or scratch.* keys)')
+        head = depth_head_state(state)
+    elif any(k.startswith('decode_head.') for k in state):
+        head = {k[len('decode_head.'):]: v for k, v in state.items() if k.startswith('decode_head.')}
+    elif any(k.startswith('scratch.') for k in state):
+        head = dict(state)
+    else:
+        raise ValueError(f'{source} holds no DPT head weights (no depth_head.*, decode_head.* or scratch.* keys)')
+    lacking = [part for part in DPT_PARTS if not any(k.startswith(f'{part}.') for k in head)]
+    if lacking:  # e.g. a segmentation checkpoint, whose decode_head is another head
+        found = sorted({k.split('.')[0] for k in head})
+        raise ValueError(f'{source}: its head is not a DPT head: no {", ".join(f"{p}.*" for p in lacking)} keys '
+                         f'(found {found}); a DepthAnythingV2 head has {", ".join(f"{p}.*" for p in DPT_PARTS)}')
+    return head

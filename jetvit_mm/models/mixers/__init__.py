@@ -4,8 +4,9 @@ Every mixer owns the teacher attention's ``qkv`` and ``proj`` Linears and is cal
 ``mixer(x, grid_size, rope=None)``. The letter-to-class lookup lives here and nowhere else.
 """
 import inspect
-from typing import Any, Dict, Optional, Type
+from typing import Any, Dict, Optional, Tuple, Type
 
+import torch
 from torch import nn
 
 from .full import FullAttention
@@ -67,11 +68,13 @@ def build_mixer(
     if unknown:
         raise TypeError(f'unknown linear_cfg key(s) {unknown}; valid keys: {list(LINEAR_CFG_KEYS)}')
     cls = get_mixer_cls(letter)
-    # the mixers' own checks, on a 2-channel stand-in, for the options this letter does not use
-    if cls is not WindowAttention:
-        WindowAttention(dim=2, num_heads=1, window_size=window_size)
-    if cls is not LinearAttention:
-        LinearAttention(dim=2, num_heads=1, **linear_cfg)
+    # the mixers' own checks, on a 2-channel stand-in, for the options this letter does not use (with the global
+    # RNG state restored: building a model must draw the same random numbers whatever its letters)
+    with torch.random.fork_rng(devices=[]):
+        if cls is not WindowAttention:
+            WindowAttention(dim=2, num_heads=1, window_size=window_size)
+        if cls is not LinearAttention:
+            LinearAttention(dim=2, num_heads=1, **linear_cfg)
     common = dict(dim=dim, num_heads=num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias,
                   num_prefix_tokens=num_prefix_tokens, rotate_half=rotate_half, attn_drop=attn_drop,
                   proj_drop=proj_drop)
@@ -82,7 +85,32 @@ def build_mixer(
     return cls(**common)
 
 
+def mixing_args(args: Optional[Dict[str, Any]], letters: str = 'LW') -> Dict[str, Any]:
+    """What the ``letters`` layers compute beyond their parameters, defaults filled in: the W window
+    (``window_size``) and every L option (``linear_cfg.<key>``). These options have no parameters of their own (or
+    the same ones), so weights trained with other values load without complaint and compute something else."""
+    args = args or {}
+    out: Dict[str, Any] = {}
+    if 'W' in letters:
+        default = inspect.signature(build_mixer).parameters['window_size'].default
+        out['window_size'] = args.get('window_size') or default
+    if 'L' in letters:
+        linear = {k: p.default for k, p in inspect.signature(LinearAttention.__init__).parameters.items()
+                  if k in LINEAR_CFG_KEYS}
+        linear.update(args.get('linear_cfg') or {})
+        out.update({f'linear_cfg.{k}': v for k, v in linear.items()})
+    return out
+
+
+def mixing_differences(saved: Optional[Dict[str, Any]], given: Optional[Dict[str, Any]],
+                       letters: str = 'LW') -> Dict[str, Tuple[Any, Any]]:
+    """``{option: (saved value, given value)}`` for the :func:`mixing_args` of ``letters`` that differ."""
+    ran, now = mixing_args(saved, letters), mixing_args(given, letters)
+    return {k: (ran[k], now[k]) for k in ran if ran[k] != now[k]}
+
+
 __all__ = [
     'CONV_VARIANTS', 'LINEAR_CFG_KEYS', 'MIXERS', 'FullAttention', 'LinearAttention', 'SqueezeDynamicConv',
-    'StaticDepthwiseConv', 'TokenDynamicConv', 'WindowAttention', 'build_mixer', 'get_mixer_cls', 'validate_arch',
+    'StaticDepthwiseConv', 'TokenDynamicConv', 'WindowAttention', 'build_mixer', 'get_mixer_cls', 'mixing_args',
+    'mixing_differences', 'validate_arch',
 ]
