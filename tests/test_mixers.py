@@ -315,7 +315,7 @@ def test_window_attention_uses_global_rope_positions():
 
 def test_squeeze_conv_equals_static_conv_at_init_exactly():
     torch.manual_seed(0)
-    squeeze = SqueezeDynamicConv(DIM, kernel_size=3, reduction=8)
+    squeeze = SqueezeDynamicConv(DIM, kernel_size=3, reduction=8, kernel_init='trunc_normal')  # a non-zero kernel
     static = StaticDepthwiseConv(DIM, kernel_size=3)
     with torch.no_grad():
         static.weight.copy_(squeeze.static_kernel())
@@ -330,7 +330,7 @@ def test_squeeze_conv_equals_static_conv_at_init_exactly():
 
 def test_squeeze_linear_mixer_equals_static_linear_mixer_at_init_exactly():
     grid = (4, 6)
-    squeeze = LinearAttention(DIM, HEADS, num_prefix_tokens=PREFIX, conv='squeeze')
+    squeeze = LinearAttention(DIM, HEADS, num_prefix_tokens=PREFIX, conv='squeeze', kernel_init='trunc_normal')
     static = LinearAttention(DIM, HEADS, num_prefix_tokens=PREFIX, conv='static')
     static.load_state_dict({k: v for k, v in squeeze.state_dict().items() if not k.startswith('conv.')}, strict=False)
     with torch.no_grad():
@@ -341,12 +341,31 @@ def test_squeeze_linear_mixer_equals_static_linear_mixer_at_init_exactly():
 
 def test_token_conv_equals_static_conv_at_init():
     torch.manual_seed(0)
-    token = TokenDynamicConv(DIM, kernel_size=3, reduction=8)
+    token = TokenDynamicConv(DIM, kernel_size=3, reduction=8, kernel_init='trunc_normal')
     static = StaticDepthwiseConv(DIM, kernel_size=3)
     with torch.no_grad():
         static.weight.copy_(token.fc2.bias.view(DIM, 1, 3, 3))
     v = torch.randn(2, DIM, 5, 7)
     torch.testing.assert_close(token(v), static(v), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('conv', ['squeeze', 'static', 'token'])
+def test_default_conv_does_not_disturb_the_inherited_block_at_step_0(conv):
+    """METHOD.md: new parts start neutral. The default zero kernel makes the L mixer exactly the conv-free one, and
+    its gradient is non-zero, so the conv moves at the first step."""
+    grid = (4, 6)
+    torch.manual_seed(0)
+    mixer = LinearAttention(DIM, HEADS, num_prefix_tokens=PREFIX, conv=conv)
+    plain = LinearAttention(DIM, HEADS, num_prefix_tokens=PREFIX, conv='none')
+    plain.load_state_dict({k: v for k, v in mixer.state_dict().items() if not k.startswith('conv.')})
+    x, rope = tokens(grid), dinov3_rope(grid)
+    out = mixer(x, grid, rope)
+    assert torch.equal(out, plain(x, grid, rope))
+    out.square().sum().backward()
+    kernel = mixer.conv.weight if conv == 'static' else mixer.conv.fc2.bias
+    assert kernel.grad.abs().max() > 0
+    with pytest.raises(ValueError, match="unknown kernel_init 'dirac'; valid: 'zero', 'trunc_normal'"):
+        LinearAttention(DIM, HEADS, conv=conv, kernel_init='dirac')
 
 
 @pytest.mark.parametrize('conv_cls', [SqueezeDynamicConv, TokenDynamicConv])
@@ -355,7 +374,7 @@ def test_dynamic_generator_is_not_stuck_at_init(conv_cls):
     torch.manual_seed(0)
     conv = conv_cls(DIM, kernel_size=3, reduction=8)
     v = torch.randn(2, DIM, 5, 7)
-    conv(v).square().sum().backward()
+    (conv(v) * torch.randn(2, DIM, 5, 7)).sum().backward()  # a loss whose gradient is not zero at a zero output
     assert conv.fc2.weight.grad.abs().max() > 0
     assert conv.fc2.bias.grad.abs().max() > 0
 

@@ -140,6 +140,22 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
     assert {r['stage'] for r in summary['archs']} == {1, 2}
     assert all({'score', 'predicted_latency_ms', 'L', 'W', 'F', 'pareto'} <= set(r) for r in summary['archs'])
     assert summary['teacher_latency_ms'] > 0 and summary['teacher_score'] >= 0
+    # Fig. 7's numbers are in search.json too: per stage and search step, each one-layer move's gain
+    gains = summary['layer_gains']
+    assert set(gains) == {'1', '2'} and all(len(row) == len(best) for rows in gains.values() for row in rows)
+    stages = json.loads((work / 'search_state.json').read_text())['stages']
+    checked = 0
+    for step, target in (('1', 'W'), ('2', 'F')):
+        scores = {r['arch']: r['score'] for r in summary['archs'] if r['stage'] == int(step)}
+        parents = stages[step]['stages'][0]  # each search stage's best arch: the next stage moves from it
+        assert len(gains[step]) == len(parents) - 1
+        for parent, row in zip(parents, gains[step]):
+            for i, gain in enumerate(row):  # one layer of the parent turned into W (step 1) or F (step 2)
+                if gain is not None:
+                    child = parent[:i] + target + parent[i + 1:]
+                    assert gain == pytest.approx(scores[child] - scores[parent])
+                    checked += 1
+    assert checked > 0
     for name in ('pareto_step1.png', 'pareto_step2.png', 'layer_gains_step2.png', 'best_arch_step2.txt'):
         assert (work / name).is_file() and (work / name).stat().st_size > 0
     # the exported hybrid, evaluated by tools/test.py, gives the score the search reported for that arch
@@ -249,7 +265,8 @@ def test_killed_search_resumes_without_rescoring(pipeline, tmp_path):
 
 def test_search_latency_size_is_the_preprocessed_input(pipeline, tmp_path):
     """ADE20K images are rarely multiples of the patch (512x683): the latency model times the size the backbone
-    sees after the data preprocessor, whole patches. The teacher is scored per stage (its metric and head)."""
+    sees: one sliding window (32x32 in this config) of the preprocessed image, in whole patches. The teacher is
+    scored per stage (its metric and head)."""
     from jetvit_mm.datasets import make_ade20k
     ade = make_ade20k(tmp_path / 'ade', splits={'training': 1, 'validation': 2}, size=(64, 85), seed=0)
     work = tmp_path / 'search'
@@ -258,7 +275,7 @@ def test_search_latency_size_is_the_preprocessed_input(pipeline, tmp_path):
              f'val_dataloader.dataset.data_root={ade}')
     state = json.loads((work / 'search_state.json').read_text())
     stage = state['stages']['1']
-    assert stage['latency_size'] == [64, 96]
+    assert stage['latency_size'] == [32, 32]
     assert 'teacher_score' not in state and stage['teacher_score'] == pytest.approx(0.0, abs=1e-12)
     assert (stage['metric'], stage['head_checkpoint']) == ('distill_loss', None)
     assert stage['min_gain'] == pytest.approx(0.001)  # the default plateau scaled to a loss, not 0.1 mIoU points
@@ -280,6 +297,18 @@ def test_search_refuses_a_config_whose_mixers_differ_from_the_distillation(pipel
     assert proc.returncode != 0 and 'distilled with window_size=4' in proc.stderr, proc.stderr[-2000:]
     run_tool(*export, '--cfg-options', 'model.backbone.window_size=4')
     assert (tmp_path / 'export' / 'hybrid_LWLW.pth').is_file()
+
+
+def test_distill_loss_score_uses_the_distillation_runs_objective(tmp_path):
+    """--metric distill_loss scores with the loss, loss options and layers the supernet was distilled with."""
+    from jetvit_mm.mm.search_runner import DEFAULT_DISTILL_OBJECTIVE, saved_distill_objective
+    cfg = ("model = dict(type='FeatureDistiller', loss='activation', loss_cfg=dict(max_tokens=64), "
+           "distill_indices=(0, -1), teacher=dict(type='JetViT'))\n")
+    torch.save({'state_dict': {}, 'meta': {'cfg': cfg}}, tmp_path / 'run.pth')
+    assert saved_distill_objective(str(tmp_path / 'run.pth')) == dict(
+        loss='activation', loss_cfg=dict(max_tokens=64), distill_indices=(0, -1))
+    torch.save({'state_dict': {}, 'meta': {}}, tmp_path / 'bare.pth')
+    assert saved_distill_objective(str(tmp_path / 'bare.pth')) == DEFAULT_DISTILL_OBJECTIVE
 
 
 def test_latency_table_times_a_copy_on_another_device_or_dtype():

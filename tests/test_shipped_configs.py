@@ -47,7 +47,7 @@ CASES = {
     'jetvit/dinov3_base_cityscapes_step2.py': (  # 4 layers: the config's sampler allows up to 4 F layers
         'cityscapes', small('model.teacher', 'model.student', depth=4) + ['model.student.step1_arch=LWLW']),
     'jetvit/dinov3_large_ade20k.py': ('ade20k', DISTILL),
-    'probe/dinov3_base_linear_cityscapes.py': ('cityscapes', PROBE),  # validation: 512x1024 windows over 1024x2048
+    'probe/dinov3_base_linear_cityscapes.py': ('cityscapes', PROBE),  # validation: the whole 1024x2048 image
     'probe/dinov3_large_linear_ade20k.py': ('ade20k', PROBE),
     'det/mask_rcnn_jetvit_dinov3_base_hybrid_coco.py': (
         'coco', small('model.backbone') + ['model.backbone.arch=LF', 'model.neck.in_channels=32'] + WITH_VAL),

@@ -134,6 +134,16 @@ def test_losses_zero_on_identical_features_and_positive_otherwise():
         assert distill_loss(name, [t + torch.randn_like(t)], [t]).item() > 1e-3
     big = torch.randn(1, 300, 8)
     assert activation_matching_loss(big, big, max_tokens=64).item() == pytest.approx(0, abs=1e-6)
+    # loss_cfg reaches the loss: all 300 tokens equal the explicit full computation, a subset does not
+    noisy = big + 0.5 * torch.randn_like(big)
+    full = activation_matching_loss(noisy, big, max_tokens=None)
+    assert distill_loss('activation', [noisy], [big], dict(max_tokens=300)) == pytest.approx(full.item(), rel=1e-6)
+    assert distill_loss('activation', [noisy], [big], dict(max_tokens=16)) != pytest.approx(full.item(), rel=1e-6)
+    with pytest.raises(TypeError, match=r"unknown loss_cfg key\(s\) \['max_token'\] for loss 'activation'; "
+                                        r"valid: \['max_tokens'\]"):
+        distill_loss('activation', [noisy], [big], dict(max_token=16))
+    with pytest.raises(TypeError, match=r"for loss 'mse'; valid: none"):
+        distill_loss('mse', [noisy], [big], dict(max_tokens=16))
 
 
 # ----------------------------------------------------------------------------- distiller
@@ -142,6 +152,9 @@ def test_distiller_build_errors(teacher_ckpt):
         build_distiller(teacher_ckpt, distill_indices=(7, ))
     with pytest.raises(ValueError, match=r"unknown distillation loss 'l3'; valid: mse, cosine, smooth_l1, activation"):
         build_distiller(teacher_ckpt, loss='l3')
+    with pytest.raises(TypeError, match=r"unknown loss_cfg key\(s\) \['tokens'\]"):
+        build_distiller(teacher_ckpt, loss='activation', loss_cfg=dict(tokens=8))
+    assert build_distiller(teacher_ckpt, loss='activation', loss_cfg=dict(max_tokens=8)).loss_cfg == dict(max_tokens=8)
     with pytest.warns(UserWarning, match='the teacher has no checkpoint'):  # a random teacher is legal, but said
         build_distiller(None)
 

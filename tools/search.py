@@ -12,6 +12,7 @@ val_dataloader and val_evaluator score every arch, its backbone arguments must m
 killed search without re-scoring anything.
 """
 import argparse
+import math
 import time
 from pathlib import Path
 
@@ -21,7 +22,14 @@ from mmengine.utils import import_modules_from_strings
 
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
-from jetvit_mm.mm.search_runner import ArchScorer, check_metric, default_thresholds, load_supernet, signed
+from jetvit_mm.mm.search_runner import (
+    ArchScorer,
+    check_metric,
+    default_thresholds,
+    load_supernet,
+    saved_distill_objective,
+    signed,
+)
 from jetvit_mm.search import search_step1, search_step2
 from jetvit_mm.search.latency import load_or_measure, predict_latency, read_latency_table
 from jetvit_mm.search.report import layer_gains, pareto_front, plot_gains, plot_pareto
@@ -116,7 +124,8 @@ def main(argv=None) -> dict:
         if supernet.search_space != expected:
             raise ValueError(f'step 2 supernet space {supernet.search_space} does not match step 1 arch {start!r} '
                              f'(expected {expected})')
-    scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device)
+    scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device,
+                        distill_objective=saved_distill_objective(args.checkpoint))
     if args.latency_table is not None:
         table, size = read_latency_table(args.latency_table)
         size = tuple(args.latency_size or size or ())
@@ -167,6 +176,10 @@ def main(argv=None) -> dict:
     # outputs
     points = {arch: (v if higher else -v, cost(arch)) for arch, v in stage_state['scores'].items()}
     front = pareto_front(points)
+    gains = layer_gains(result.stages, {a: v for a, (v, _) in points.items()}, depth)
+    # Fig. 7's numbers: per search stage, the gain (positive = better) of each one-layer move; None: not scored
+    stage_state['layer_gains'] = [[None if math.isnan(g) else g for g in row] for row in gains]
+    write_json_atomic(state_path, state)
     records = [dict(arch=a, score=v, predicted_latency_ms=cost(a), L=a.count('L'), W=a.count('W'), F=a.count('F'),
                     stage=int(k), pareto=(k == stage_key and a in front))
                for k, st in state['stages'].items() for a, v in st['scores'].items()]
@@ -174,12 +187,12 @@ def main(argv=None) -> dict:
                    teacher_latency_ms=cost('F' * depth), latency_size=list(size),
                    best={k: dict(arch=st.get('best_arch'), score=st.get('best_score'),
                                  stop_reason=st.get('stop_reason')) for k, st in state['stages'].items()},
+                   layer_gains={k: st.get('layer_gains') for k, st in state['stages'].items()},
                    archs=records)
     write_json_atomic(work_dir / 'search.json', summary)
     (work_dir / f'best_arch_step{stage_key}.txt').write_text(result.best_arch + '\n')
     plot_pareto(points, work_dir / f'pareto_step{stage_key}.png', args.metric + ('' if higher else ' (negated)'),
                 teacher=(teacher_value if higher else -teacher_value, cost('F' * depth)))
-    gains = layer_gains(result.stages, {a: v for a, (v, _) in points.items()}, depth)
     title = 'gain of turning each layer into F' if args.stage == 2 else 'gain of turning each L layer into W'
     plot_gains(gains, work_dir / f'layer_gains_step{stage_key}.png', title)
     print(f'step {stage_key}: best {result.best_arch} {args.metric}={value(result.best_arch):.4f} '

@@ -7,6 +7,9 @@
 #       model.decode_head.checkpoint=/path/depth_anything_v2_vitl.pth
 # then depthanything_large_eval.py / _search_da2k.py with tools/test.py on the result (+ model.backbone.arch=...).
 #
+# Teacher: METHOD.md and the paper label with "the largest DepthAnythingV2". The public release has S/B/L weights
+# (Giant, 1.3B, was announced but not published), and this project defines no dinov2_vitg14 (SwiGLU) variant, so
+# the ViT-L teacher labels here: the largest one a user can load.
 # Structure (our decision): PseudoLabelDepthEstimator = mmseg's DepthEstimator (the student: JetViT + DPTDepthHead,
 # so prediction, testing and checkpoints are the evaluation configs') + a frozen JetViTDepthAnything teacher that
 # labels the batch online. Online labels see exactly the student's crops and flips and need no label files; the cost

@@ -14,8 +14,11 @@
 #
 # Sizes: training uses 512x1024 crops of images rescaled by 0.5-2.0 (mmseg's Cityscapes recipe: 2,048 tokens a
 # crop, a quarter of the full image's 8,192, which keeps the frozen teacher's full attention affordable); the
-# evaluation runs on the full 1024x2048 images with 512x1024 sliding windows, stride 341x682 (2/3 of the window,
-# as DINOv3's 512/341 on ADE20K): 3 x 3 windows per image. All sizes are multiples of the 16-pixel patch.
+# evaluation runs on the whole 1024x2048 image (64 x 128 patches), the resolution JetViT is searched and timed at:
+# tools/search.py scores every arch through this config, and where W and F layers pay off depends on the grid.
+# All sizes are multiples of the 16-pixel patch. Sliding 512x1024 windows instead (the backbone then sees 32 x 64
+# patches): --cfg-options model.test_cfg.mode=slide "model.test_cfg.crop_size=(512,1024)" \
+#   "model.test_cfg.stride=(341,682)"
 _base_ = [
     'mmseg::_base_/datasets/cityscapes.py',
     'mmseg::_base_/default_runtime.py',
@@ -27,7 +30,7 @@ crop_size = (512, 1024)
 model = dict(
     data_preprocessor=dict(size=crop_size),
     decode_head=dict(num_classes=19),
-    test_cfg=dict(mode='slide', crop_size=crop_size, stride=(341, 682)))
+    test_cfg=dict(mode='whole'))
 
 # DINOv3's probe augmentation: random rescale, crop, flip (mmseg's base adds photometric distortion; not here)
 train_pipeline = [

@@ -1,5 +1,6 @@
 """Feature-distillation losses between lists of student and teacher token features ``[B, N, D]``."""
-from typing import Callable, Dict, Optional, Sequence
+import inspect
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -45,15 +46,24 @@ LOSSES: Dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
-def get_loss(name: str) -> Callable[..., torch.Tensor]:
+def get_loss(name: str, loss_cfg: Optional[Dict[str, Any]] = None) -> Callable[..., torch.Tensor]:
+    """The loss function ``name``; ``loss_cfg`` (its keyword options, e.g. ``max_tokens`` of ``'activation'``) is
+    checked against its signature."""
     if name not in LOSSES:
         raise ValueError(f'unknown distillation loss {name!r}; valid: {", ".join(LOSSES)}')
-    return LOSSES[name]
+    fn = LOSSES[name]
+    options = [p for p in list(inspect.signature(fn).parameters)[2:] if p != 'generator']
+    unknown = sorted(set(loss_cfg or {}) - set(options))
+    if unknown:
+        raise TypeError(f'unknown loss_cfg key(s) {unknown} for loss {name!r}; valid: {options or "none"}')
+    return fn
 
 
-def distill_loss(name: str, students: Sequence[torch.Tensor], teachers: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Mean of ``name`` over matched feature pairs (one per distilled layer)."""
+def distill_loss(name: str, students: Sequence[torch.Tensor], teachers: Sequence[torch.Tensor],
+                 loss_cfg: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+    """Mean of ``name`` (with options ``loss_cfg``) over matched feature pairs, one per distilled layer: with
+    ``'activation'``, one token-similarity map per distilled layer (ViT-Linearizer's stages are these layers)."""
     if len(students) != len(teachers) or not students:
         raise ValueError(f'need matching non-empty feature lists, got {len(students)} and {len(teachers)}')
-    fn = get_loss(name)
-    return torch.stack([fn(s, t.detach()) for s, t in zip(students, teachers)]).mean()
+    fn = get_loss(name, loss_cfg)
+    return torch.stack([fn(s, t.detach(), **(loss_cfg or {})) for s, t in zip(students, teachers)]).mean()

@@ -25,17 +25,21 @@ class FeatureDistiller(BaseModel):
         student: JetViT or JetViTSupernet config with the teacher's shapes.
         distill_indices: layers to match (negative counts from the end): the last layer for a linear probe,
             the four tapped layers for a DPT head.
-        loss: ``'mse'`` (default), ``'cosine'``, ``'smooth_l1'`` or ``'activation'`` (ViT-Linearizer).
+        loss: ``'mse'`` (default), ``'cosine'``, ``'smooth_l1'`` or ``'activation'`` (ViT-Linearizer: one
+            token-similarity map per distilled layer, so ``distill_indices`` are its stages).
+        loss_cfg: the loss's options, e.g. ``dict(max_tokens=2048)`` for ``'activation'`` (its maps are N x N, so
+            a random subset of at most ``max_tokens`` tokens, 1024 by default, takes part at each step).
         loss_weight: multiplies the loss.
         data_preprocessor: normalisation/padding (e.g. mmseg's ``SegDataPreProcessor``).
     """
 
     def __init__(self, teacher: dict, student: dict, distill_indices: Sequence[int] = (-1, ), loss: str = 'mse',
                  loss_weight: float = 1.0, data_preprocessor: Optional[dict] = None,
-                 init_cfg: Optional[dict] = None) -> None:
+                 init_cfg: Optional[dict] = None, loss_cfg: Optional[dict] = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
-        get_loss(loss)  # fail at build time on a bad name
+        get_loss(loss, loss_cfg)  # fail at build time on a bad name or option
         self.loss_name = loss
+        self.loss_cfg = dict(loss_cfg or {})
         self.loss_weight = loss_weight
         self.teacher: JetViT = MODELS.build(dict(teacher, frozen=True))
         if teacher.get('checkpoint') is None:
@@ -65,7 +69,7 @@ class FeatureDistiller(BaseModel):
         with torch.no_grad():
             targets = self.extract_feat(self.teacher, inputs)
         features = self.extract_feat(self.student, inputs)
-        return dict(loss_distill=self.loss_weight * distill_loss(self.loss_name, features, targets))
+        return dict(loss_distill=self.loss_weight * distill_loss(self.loss_name, features, targets, self.loss_cfg))
 
     def forward(self, inputs: torch.Tensor, data_samples: Optional[list] = None,
                 mode: str = 'tensor') -> Union[Dict[str, torch.Tensor], List[torch.Tensor]]:

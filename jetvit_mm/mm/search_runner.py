@@ -118,6 +118,17 @@ def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
     return supernet.eval().requires_grad_(False), teacher_model.eval().requires_grad_(False)
 
 
+DEFAULT_DISTILL_OBJECTIVE = dict(loss='mse', loss_cfg={}, distill_indices=(-1, ))  # FeatureDistiller's defaults
+
+
+def saved_distill_objective(path: str) -> dict:
+    """``loss``, ``loss_cfg`` and ``distill_indices`` of the FeatureDistiller that wrote the checkpoint ``path``
+    (from its saved config; FeatureDistiller's defaults for what it does not set), for ``--metric distill_loss``."""
+    meta = load_local_checkpoint(path, map_location='cpu', mmap=True).get('meta') or {}
+    model = saved_model_cfg(meta) or {}
+    return {k: model.get(k) if model.get(k) is not None else v for k, v in DEFAULT_DISTILL_OBJECTIVE.items()}
+
+
 def build_downstream_model(cfg: Config) -> nn.Module:
     """``cfg.model`` (in ``cfg``'s scope) with a JetViT of ``backbone_args(cfg)`` as a placeholder backbone."""
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmseg')):
@@ -151,8 +162,10 @@ class ArchScorer:
     """
 
     def __init__(self, cfg: Config, supernet: JetViTSupernet, teacher: JetViT, metric: str,
-                 head_checkpoint: Optional[str], device: Union[str, torch.device] = 'cpu') -> None:
+                 head_checkpoint: Optional[str], device: Union[str, torch.device] = 'cpu',
+                 distill_objective: Optional[dict] = None) -> None:
         self.cfg, self.supernet, self.teacher, self.metric = cfg, supernet, teacher, metric
+        self.distill_objective = dict(DEFAULT_DISTILL_OBJECTIVE, **(distill_objective or {}))
         self.scope = cfg.get('default_scope', 'mmseg')
         self.model = build_downstream_model(cfg)
         with DefaultScope.overwrite_default_scope(self.scope):
@@ -198,22 +211,32 @@ class ArchScorer:
 
     def input_size(self) -> Tuple[int, int]:
         """The size the backbone sees for the first val batch: after the data preprocessor (its padding), rounded
-        up to whole patches (e.g. ADE20K's 512x683 images)."""
+        up to whole patches (e.g. ADE20K's 512x683 images); with mmseg's sliding-window inference, one window."""
         batch = next(iter(self.loader))
         with torch.no_grad():
             inputs = self.model.data_preprocessor(batch, training=False)['inputs']
+        size = [int(s) for s in inputs.shape[-2:]]
+        test_cfg = getattr(self.model, 'test_cfg', None) or {}
+        if test_cfg.get('mode') == 'slide':  # each window is cut from the image and fed as it is
+            size = [min(crop, s) for crop, s in zip(test_cfg['crop_size'], size)]
         patch = self.teacher.patch_size
-        return tuple(-(-int(s) // patch) * patch for s in inputs.shape[-2:])
+        return tuple(-(-s // patch) * patch for s in size)
 
     def _distill_loss(self, backbone: JetViT) -> float:
+        """The distillation run's own objective (its loss, options and layers) on the val images; every arch sees
+        the same random draws (the activation loss's token subsets)."""
+        objective = self.distill_objective
+        indices = backbone._normalise_indices(objective['distill_indices'])
         total, count = 0., 0
-        for batch in self.loader:
-            inputs = self.model.data_preprocessor(batch, training=False)['inputs']
-            indices = backbone.out_indices
-            feats = backbone.forward_intermediates(inputs, indices, output_fmt='NLC')
-            targets = self.teacher.forward_intermediates(inputs, indices, output_fmt='NLC')
-            total += float(distill_loss('mse', feats, targets)) * inputs.shape[0]
-            count += inputs.shape[0]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            for batch in self.loader:
+                inputs = self.model.data_preprocessor(batch, training=False)['inputs']
+                feats = backbone.forward_intermediates(inputs, indices, output_fmt='NLC')
+                targets = self.teacher.forward_intermediates(inputs, indices, output_fmt='NLC')
+                loss = distill_loss(objective['loss'], feats, targets, objective['loss_cfg'])
+                total += float(loss) * inputs.shape[0]
+                count += inputs.shape[0]
         return total / count
 
     def score_arch(self, arch: str) -> float:

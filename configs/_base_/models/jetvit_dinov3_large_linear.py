@@ -39,4 +39,4 @@ model = dict(
         ignore_index=255,
         loss_decode=dict(type='mmseg.CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0)),
     train_cfg=dict(),
-    test_cfg=dict(mode='whole'))  # the experiments switch to sliding windows
+    test_cfg=dict(mode='whole'))  # Cityscapes evaluates whole images; ADE20K switches to sliding windows

@@ -98,6 +98,7 @@ def mixing_args(args: Optional[Dict[str, Any]], letters: str = 'LW') -> Dict[str
         linear = {k: p.default for k, p in inspect.signature(LinearAttention.__init__).parameters.items()
                   if k in LINEAR_CFG_KEYS}
         linear.update(args.get('linear_cfg') or {})
+        linear.pop('kernel_init')  # how the conv starts: trained weights compute the same either way
         out.update({f'linear_cfg.{k}': v for k, v in linear.items()})
     return out
 

@@ -32,7 +32,8 @@ class LinearAttention(TokenMixer):
     inputs always take the fp32 path (``phi(q) z`` can exceed fp16's range). Prefix tokens are ordinary tokens.
     With ``rope`` and ``rope_numerator`` the numerator uses RoPE-rotated ``phi`` of the patch tokens and the
     denominator the un-rotated ones (MLLA). The conv term (``conv`` in 'squeeze', 'static', 'token', 'none') is
-    added to the patch tokens only, before ``proj``.
+    added to the patch tokens only, before ``proj``; ``kernel_init='zero'`` (default) starts it at exactly zero,
+    ``'trunc_normal'`` with a small random static kernel (see ``squeeze_conv``).
 
     There is no attention matrix to drop out, so ``attn_drop`` must be 0.
     """
@@ -54,6 +55,7 @@ class LinearAttention(TokenMixer):
             rope_numerator: bool = True,
             eps: float = 1e-6,
             precision: str = 'fp32',
+            kernel_init: str = 'zero',
     ) -> None:
         super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         if attn_drop != 0.:
@@ -67,7 +69,7 @@ class LinearAttention(TokenMixer):
         self.precision = precision
         self.rope_numerator = rope_numerator
         self.eps = eps
-        self.conv = build_value_conv(conv, dim, kernel_size, reduction)
+        self.conv = build_value_conv(conv, dim, kernel_size, reduction, kernel_init)
 
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
         """phi: ReLU, or FLatten's focused ReLU when ``focusing`` is set."""

@@ -3,8 +3,11 @@
 Every variant maps ``v`` of shape ``[B, D, h, w]`` to ``[B, D, h, w]`` with one ``k x k`` kernel per channel, zero
 padding and no bias (a conv bias would shift only the patch tokens, and the dynamic variants generate kernels only).
 
-Init: the static kernel is ``trunc_normal(std=0.02)`` (small, no identity/dirac term, so the conv branch only
-slightly perturbs the inherited attention output). The dynamic variants hold that static kernel in the bias of their
+Init (``kernel_init``): the static kernel is zero by default, so at step 0 the conv branch adds nothing and the
+L block is the inherited projections around plain linear attention (METHOD.md: new parts must not disturb the
+inherited model); its gradient (V correlated with the output gradient) is non-zero, so it moves at the first step.
+``'trunc_normal'`` draws it from ``trunc_normal(std=0.02)`` instead (small, no identity/dirac term: the branch then
+perturbs the output by a few percent of V). The dynamic variants hold that static kernel in the bias of their
 generator's last Linear and zero that Linear's weight, so at init they equal the static conv exactly. The first
 generator Linear keeps a small random init: were it zero as well, its output (and with it every generator gradient)
 would be zero forever, and the dynamic conv would never leave the static one.
@@ -18,6 +21,19 @@ from torch import nn
 
 STATIC_KERNEL_STD = 0.02
 CONV_VARIANTS = ('squeeze', 'static', 'token', 'none')
+KERNEL_INITS = ('zero', 'trunc_normal')
+
+
+def _check_kernel_init(kernel_init: str) -> None:
+    if kernel_init not in KERNEL_INITS:
+        raise ValueError(f'unknown kernel_init {kernel_init!r}; valid: {", ".join(repr(k) for k in KERNEL_INITS)}')
+
+
+def _init_static_kernel(tensor: torch.Tensor, kernel_init: str) -> None:
+    if kernel_init == 'zero':
+        nn.init.zeros_(tensor)
+    else:
+        trunc_normal_(tensor, std=STATIC_KERNEL_STD)
 
 
 def _check_kernel_size(kernel_size: int) -> None:
@@ -28,15 +44,16 @@ def _check_kernel_size(kernel_size: int) -> None:
 class StaticDepthwiseConv(nn.Module):
     """Depthwise ``k x k`` conv on the value grid, one learned kernel per channel ('static')."""
 
-    def __init__(self, dim: int, kernel_size: int = 3) -> None:
+    def __init__(self, dim: int, kernel_size: int = 3, kernel_init: str = 'zero') -> None:
         super().__init__()
         _check_kernel_size(kernel_size)
-        self.kernel_size = kernel_size
+        _check_kernel_init(kernel_init)
+        self.kernel_size, self.kernel_init = kernel_size, kernel_init
         self.weight = nn.Parameter(torch.empty(dim, 1, kernel_size, kernel_size))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        trunc_normal_(self.weight, std=STATIC_KERNEL_STD)
+        _init_static_kernel(self.weight, self.kernel_init)
 
     def forward(self, v: torch.Tensor) -> torch.Tensor:
         return F.conv2d(v, self.weight, padding=self.kernel_size // 2, groups=v.shape[1])
@@ -45,10 +62,12 @@ class StaticDepthwiseConv(nn.Module):
 class _KernelGenerator(nn.Module):
     """Linear(D, D / r, no bias) -> SiLU -> Linear(D / r, D * k * k); last weight zero, last bias = static kernel."""
 
-    def __init__(self, dim: int, kernel_size: int, reduction: int) -> None:
+    def __init__(self, dim: int, kernel_size: int, reduction: int, kernel_init: str = 'zero') -> None:
         super().__init__()
         if reduction < 1:
             raise ValueError(f'reduction must be >= 1, got {reduction}')
+        _check_kernel_init(kernel_init)
+        self.kernel_init = kernel_init
         hidden = max(1, dim // reduction)
         self.fc1 = nn.Linear(dim, hidden, bias=False)
         self.act = nn.SiLU()
@@ -58,7 +77,7 @@ class _KernelGenerator(nn.Module):
     def reset_parameters(self) -> None:
         trunc_normal_(self.fc1.weight, std=STATIC_KERNEL_STD)
         nn.init.zeros_(self.fc2.weight)
-        trunc_normal_(self.fc2.bias, std=STATIC_KERNEL_STD)
+        _init_static_kernel(self.fc2.bias, self.kernel_init)
 
     def forward(self, g: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.act(self.fc1(g)))
@@ -67,9 +86,9 @@ class _KernelGenerator(nn.Module):
 class SqueezeDynamicConv(_KernelGenerator):
     """Squeeze Dynamic Convolution: one depthwise kernel per image and channel, generated from the mean of V."""
 
-    def __init__(self, dim: int, kernel_size: int = 3, reduction: int = 8) -> None:
+    def __init__(self, dim: int, kernel_size: int = 3, reduction: int = 8, kernel_init: str = 'zero') -> None:
         _check_kernel_size(kernel_size)
-        super().__init__(dim, kernel_size, reduction)
+        super().__init__(dim, kernel_size, reduction, kernel_init)
         self.kernel_size = kernel_size
 
     def static_kernel(self) -> torch.Tensor:
@@ -91,9 +110,9 @@ class SqueezeDynamicConv(_KernelGenerator):
 class TokenDynamicConv(_KernelGenerator):
     """Token-wise dynamic conv: a depthwise kernel per token from that token's V (slow by design, for Table 1)."""
 
-    def __init__(self, dim: int, kernel_size: int = 3, reduction: int = 8) -> None:
+    def __init__(self, dim: int, kernel_size: int = 3, reduction: int = 8, kernel_init: str = 'zero') -> None:
         _check_kernel_size(kernel_size)
-        super().__init__(dim, kernel_size, reduction)
+        super().__init__(dim, kernel_size, reduction, kernel_init)
         self.kernel_size = kernel_size
 
     def forward(self, v: torch.Tensor) -> torch.Tensor:
@@ -105,14 +124,16 @@ class TokenDynamicConv(_KernelGenerator):
         return (patches * kernels).sum(dim=2).reshape(B, D, h, w)
 
 
-def build_value_conv(conv: str, dim: int, kernel_size: int = 3, reduction: int = 8) -> Optional[nn.Module]:
+def build_value_conv(conv: str, dim: int, kernel_size: int = 3, reduction: int = 8,
+                     kernel_init: str = 'zero') -> Optional[nn.Module]:
     """The conv-on-V module for ``conv`` in ``CONV_VARIANTS``; None for ``'none'``."""
+    _check_kernel_init(kernel_init)
     if conv == 'squeeze':
-        return SqueezeDynamicConv(dim, kernel_size, reduction)
+        return SqueezeDynamicConv(dim, kernel_size, reduction, kernel_init)
     if conv == 'static':
-        return StaticDepthwiseConv(dim, kernel_size)
+        return StaticDepthwiseConv(dim, kernel_size, kernel_init)
     if conv == 'token':
-        return TokenDynamicConv(dim, kernel_size, reduction)
+        return TokenDynamicConv(dim, kernel_size, reduction, kernel_init)
     if conv == 'none':
         return None
     raise ValueError(f'unknown conv {conv!r}; valid: {", ".join(repr(c) for c in CONV_VARIANTS)}')
