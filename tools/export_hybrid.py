@@ -1,7 +1,7 @@
 """Export one arch of a trained supernet as a standalone JetViT checkpoint (+ downstream checkpoint, fine-tune config).
 
     python tools/export_hybrid.py CONFIG SUPERNET.pth --arch LWLLWWLLWFLF --out-dir D \
-        [--head-checkpoint TEACHER_PROBE.pth] [--distill-config configs/jetvit/dinov3_base_cityscapes.py] \\
+        [--head-checkpoint TEACHER_PROBE.pth] [--distill-config configs/jetvit/dinov3_base_cityscapes.py] \
         [--cfg-options model.backbone.window_size=8 ...]
 """
 import argparse

@@ -35,7 +35,7 @@ def _history_buffer_getattr(obj: Any, name: str) -> Any:
     allowed = _BUILTIN_STATISTICS | set(HistoryBuffer._statistics_methods)
     if obj is not HistoryBuffer or name not in allowed:
         raise pickle.UnpicklingError(f'refused getattr({obj!r}, {name!r}) while loading a checkpoint: only '
-                           f'HistoryBuffer statistics methods {sorted(allowed)} are allowed')
+                                     f'HistoryBuffer statistics methods {sorted(allowed)} are allowed')
     return getattr(obj, name)
 
 
