@@ -53,6 +53,7 @@ from torch import nn
 from jetvit_mm.benchmark.flops import count_flops
 from jetvit_mm.benchmark.memory import DTYPES as MEMORY_DTYPES
 from jetvit_mm.benchmark.memory import cuda_forward_memory, measure_forward_memory
+from jetvit_mm.cli import check_inputs
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.mixers import build_mixer, validate_arch
 from jetvit_mm.models.variants import get_variant
@@ -753,17 +754,6 @@ def count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def check_inputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Plain-mistake checks with argparse's usage message: CUDA asked for without one, input files missing."""
-    if getattr(args, 'device', 'cpu') == 'cuda' and not torch.cuda.is_available():
-        parser.error('--device cuda: no CUDA device is available here (torch.cuda.is_available() is False); '
-                     'use --device cpu')
-    for what in ('config', 'checkpoint', 'result'):
-        path = getattr(args, what, None)
-        if path is not None and not Path(path).is_file():
-            parser.error(f'{what} file not found: {path}')
-
-
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest='command', required=True)
@@ -833,7 +823,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     plot.add_argument('--out', type=Path, required=True)
     plot.set_defaults(func=run_plot)
     args = parser.parse_args(argv)
-    check_inputs(parser, args)
+    check_inputs(parser, args, ('config', 'checkpoint', 'result'))
     return args
 
 

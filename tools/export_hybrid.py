@@ -9,6 +9,7 @@ import os.path as osp
 
 from mmengine.config import Config, DictAction
 
+from jetvit_mm.cli import check_inputs
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
 from jetvit_mm.mm.search_runner import build_downstream_model, load_downstream_heads, load_supernet
@@ -27,10 +28,7 @@ def main(argv=None) -> dict:
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override keys of CONFIG, e.g. model.backbone.window_size=8 (as tools/search.py)')
     args = parser.parse_args(argv)
-    for what in ('config', 'checkpoint', 'head_checkpoint', 'distill_config'):
-        path = getattr(args, what)
-        if path is not None and not osp.isfile(path):
-            parser.error(f'{what.replace("_", "-")} file not found: {path}')
+    check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config'))
     enable_runner_checkpoint_loading()
     cfg = Config.fromfile(args.config)
     if args.cfg_options:

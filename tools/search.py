@@ -20,6 +20,7 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.utils import import_modules_from_strings
 
+from jetvit_mm.cli import check_inputs
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
 from jetvit_mm.mm.search_runner import (
@@ -68,13 +69,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--distill-config', help='with --export: the distillation config the fine-tune config inherits')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     args = parser.parse_args(argv)
-    if args.device.startswith('cuda') and not torch.cuda.is_available():
-        parser.error(f'--device {args.device}: no CUDA device is available here (torch.cuda.is_available() is '
-                     f'False); use --device cpu')
-    for what in ('config', 'checkpoint', 'head_checkpoint', 'distill_config', 'latency_table'):
-        path = getattr(args, what, None)
-        if path is not None and not Path(path).is_file():
-            parser.error(f'{what.replace("_", "-")} file not found: {path}')
+    check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config', 'latency_table'))
     return args
 
 
