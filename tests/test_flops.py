@@ -1,5 +1,9 @@
 """FLOP counter (jetvit_mm/benchmark/flops.py) against hand-computed values, and the `models` benchmark at toy size."""
 import importlib.util
+import json
+import platform
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -8,6 +12,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from jetvit_mm.benchmark import FlopCounter, count_flops
+from jetvit_mm.benchmark.allocator import apply_policy
 from jetvit_mm.benchmark.flops import full_attention_flops, linear_attention_flops, window_attention_flops
 from jetvit_mm.benchmark.memory import forward_memory
 from jetvit_mm.models.jetvit import JetViT
@@ -102,11 +107,14 @@ def test_forward_memory_probe_in_process():
     assert result['method'] in ('VmHWM after clear_refs', 'ru_maxrss (upper bound)')
 
 
-def test_models_benchmark_at_toy_size(tmp_path):
+def test_models_benchmark_at_toy_size(tmp_path, monkeypatch):
     path = Path(__file__).resolve().parents[1] / 'tools' / 'benchmark.py'
     spec = importlib.util.spec_from_file_location('jetvit_benchmark_tool_models', path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    rounds = []  # the names each round-robin timing interleaves
+    timed = tool.time_interleaved
+    monkeypatch.setattr(tool, 'time_interleaved', lambda calls, *a: rounds.append(list(calls)) or timed(calls, *a))
     assert tool.resolve_arch('2F', 12) == 'LWLLWWLLWFLF' and tool.resolve_arch('all-W', 3) == 'WWW'
     with pytest.raises(ValueError, match='shortcut'):
         tool.resolve_arch('LXL', 3)
@@ -115,9 +123,12 @@ def test_models_benchmark_at_toy_size(tmp_path):
     out, png = tmp_path / 'models.json', tmp_path / 'scaling.png'
     result = tool.main(['models', '--config', str(config), '--arch', 'all-L', '--arch', 'LWF', '--size', '32', '64',
                         '--size', '64', '128', '--warmup', '0', '--repeat', '2', '--no-memory', '--json', str(out),
-                        '--plot', str(png), '--threads', '1'])
+                        '--plot', str(png), '--threads', '1', '--malloc', 'system'])
     assert out.is_file() and png.is_file() and png.stat().st_size > 0
     assert [e['label'] for e in result['entries']] == ['teacher', 'all-L', 'LWF']  # teacher added as reference
+    # one round-robin over every (size, arch): the growth between sizes is timed side by side too
+    assert rounds == [[f'{size} {label}' for size in ('32x64', '64x128') for label in ('teacher', 'all-L', 'LWF')]]
+    assert result['malloc'] == {'policy': 'system', 'applied': False, 'device': 'cpu'}
     assert len(result['rows']) == 6
     for row in result['rows']:
         assert row['images_per_s'] > 0 and row['gflops'] > 0
@@ -143,10 +154,49 @@ def test_models_benchmark_linear_cfg_plot_and_cuda_graph_checks(tmp_path):
     config.write_text(f'model = dict(backbone=dict(type="JetViT", window_size=2, **{TINY!r}))\n')
     out, png = tmp_path / 'models.json', tmp_path / 'scaling.png'
     common = ['models', '--config', str(config), '--arch', 'LWF', '--size', '32', '64', '--warmup', '0', '--repeat',
-              '1', '--no-memory', '--threads', '1']
+              '1', '--no-memory', '--threads', '1', '--malloc', 'system']
     result = tool.main(common + ['--json', str(out), '--linear-cfg', 'precision=mixed', '--linear-cfg', 'conv=static'])
     assert result['entries'][-1]['kwargs']['linear_cfg'] == {'precision': 'mixed', 'conv': 'static'}
     tool.main(['plot', str(out), '--out', str(png)])
     assert png.is_file() and png.stat().st_size > 0
     with pytest.raises(ValueError, match="unknown precision 'half'"):
         tool.main(common + ['--linear-cfg', 'precision=half'])
+
+
+FAULTS_SCRIPT = '''
+import resource, sys, torch
+from jetvit_mm.benchmark.allocator import apply_policy
+applied = apply_policy(sys.argv[1], 'cpu')
+x = torch.ones(12 * 2 ** 20)  # 48 MiB: above glibc's largest automatic mmap threshold (32 MiB)
+def faults():  # minor page faults of a forward-like chain of 48 MiB temporaries
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    y = (x * 2 + 1).relu() * x
+    del y
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+print(applied, *[faults() for _ in range(6)])
+'''
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != 'glibc', reason='the allocator policy is a glibc mallopt setting')
+def test_keep_freed_memory_stops_page_faults_of_repeated_big_allocations(tmp_path):
+    """The CPU benchmarks' default allocator policy: a big tensor freed and allocated again is not mapped (and
+    page-faulted) afresh; the system policy maps it every time."""
+    runs = {}
+    for policy in ('keep', 'system'):
+        proc = subprocess.run([sys.executable, '-c', FAULTS_SCRIPT, policy], capture_output=True, text=True,
+                              check=True)
+        applied, *faults = proc.stdout.split()
+        runs[policy] = (applied == 'True', max(int(f) for f in faults[3:]), min(int(f) for f in faults[3:]))
+    assert runs['keep'][0] and not runs['system'][0]
+    assert runs['keep'][1] < 64, runs  # once warm: 48 MiB = 12288 pages of 4 KiB per temporary
+    assert runs['system'][2] > 10 * max(runs['keep'][1], 1), runs
+    with pytest.raises(ValueError, match='choose one of keep, system'):
+        apply_policy('jemalloc', 'cpu')
+    assert apply_policy('keep', 'cuda') is False  # CUDA timings keep the system policy
+    # the tool's default, recorded with the result
+    out = tmp_path / 'mixers.json'
+    tool = Path(__file__).resolve().parents[1] / 'tools' / 'benchmark.py'
+    subprocess.run([sys.executable, str(tool), 'mixers', '--grid', '4', '6', '--dim', '32', '--heads', '2',
+                    '--window', '3', '--warmup', '0', '--repeat', '1', '--json', str(out)], check=True,
+                   capture_output=True)
+    assert json.loads(out.read_text())['malloc'] == {'policy': 'keep', 'applied': True, 'device': 'cpu'}

@@ -503,7 +503,7 @@ def test_benchmark_mixers_runs_at_tiny_size(tmp_path):
     spec.loader.exec_module(tool)
     out = tmp_path / 'mixers.json'
     result = tool.main(['mixers', '--grid', '4', '6', '--dim', '32', '--heads', '2', '--window', '3',
-                        '--warmup', '0', '--repeat', '2', '--json', str(out)])
+                        '--warmup', '0', '--repeat', '2', '--json', str(out), '--malloc', 'system'])
     assert out.is_file()
     assert set(result['stats']) >= {'F', 'W3', 'L-none', 'L-static', 'L-squeeze', 'L-token', 'block L-static',
                                     'block L-squeeze'}

@@ -2,7 +2,7 @@
 
     python tools/benchmark.py mixers [--grid 64 128] [--dim 768] [--heads 12] [--batch 1] [--prefix 5]
         [--window 16] [--warmup 2] [--repeat 5] [--dtype fp32|bf16] [--device cpu|cuda] [--threads N]
-        [--no-rope] [--cuda-graph] [--json PATH]
+        [--no-rope] [--cuda-graph] [--malloc keep|system] [--json PATH]
 
 `mixers` times every token mixer alone (F, W, L with each conv variant, plus the bare qkv/proj projections
 every mixer contains) and whole pre-norm blocks (mixer + timm Mlp ratio 4 + LayerNorms) for L-static vs
@@ -11,7 +11,7 @@ of a shared machine hit all entries alike. Reports median, min and max per entry
 docs/benchmarks.md.
 
     python tools/benchmark.py distill-step [--model dinov3_vitb16] [--arch LWLWLWLWLWLW] [--size 256 512]
-        [--batch 2] [--warmup 1] [--repeat 5] [--json PATH]
+        [--batch 2] [--warmup 1] [--repeat 5] [--malloc keep|system] [--json PATH]
 
 `distill-step` times one distillation training step of a supernet (path set to --arch) against a fixed-arch
 student with the same arch, interleaved (the supernet's overhead target: at most 1.25x).
@@ -19,10 +19,12 @@ student with the same arch, interleaved (the supernet's overhead target: at most
     python tools/benchmark.py models [--model dinov3_vitb16] [--arch teacher|2F|all-L|all-W|ARCH ...]
         [--config CONFIG] [--checkpoint EXPORTED.pth] [--size H W ...] [--batch 1] [--dtype fp32|bf16|fp16]
         [--device cpu|cuda] [--warmup 1] [--repeat 5] [--compile] [--cuda-graph] [--throughput [BATCH]]
-        [--linear-cfg KEY=VALUE ...] [--threads N] [--no-teacher] [--no-memory] [--profile] [--json PATH] [--plot PNG]
+        [--linear-cfg KEY=VALUE ...] [--threads N] [--malloc keep|system] [--no-teacher] [--no-memory] [--profile]
+        [--json PATH] [--plot PNG]
 
-`models` times whole JetViT forwards (random weights unless --checkpoint) for each arch at each --size, archs
-interleaved per repeat, and reports latency (median, min, max), images/s, the peak memory of one forward (a fresh
+`models` times whole JetViT forwards (random weights unless --checkpoint) for each arch at each --size, every
+(size, arch) pair interleaved per repeat (so that both the speed-ups and the growth with size are measured side by
+side), and reports latency (median, min, max), images/s, the peak memory of one forward (a fresh
 process per arch and size: jetvit_mm/benchmark/memory.py), FLOPs with attention counted
 (jetvit_mm/benchmark/flops.py) and the speed-up over the all-F teacher (always added unless --no-teacher).
 Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F layers (12 layers: LWLLWWLLWFLF).
@@ -34,6 +36,11 @@ Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F l
 On CUDA, ``--cuda-graph`` captures each timed call in a CUDA graph and times its replay: at batch 1 a ViT-B
 forward launches hundreds of small kernels, and eager timing then measures the host's launch rate as much as the
 GPU. ``--linear-cfg precision=mixed`` (any L-mixer option) applies to every arch's L layers.
+
+On CPU, ``--malloc keep`` (the default of every subcommand) makes glibc keep freed memory for the next call:
+with the system policy every forward at 1024x2048 maps its big tensors afresh and page-faults ~1.2 million times,
+which cost ~1 s of an 8 s forward and varied by VM state (jetvit_mm/benchmark/allocator.py). ``--malloc system``
+measures the system policy. The peak-memory probes run in fresh processes with their own setting (memory.py).
 """
 import argparse
 import ast
@@ -50,6 +57,8 @@ import torch
 from timm.layers import Mlp, RotaryEmbeddingDinoV3
 from torch import nn
 
+from jetvit_mm.benchmark.allocator import POLICIES as MALLOC_POLICIES
+from jetvit_mm.benchmark.allocator import apply_policy
 from jetvit_mm.benchmark.flops import count_flops
 from jetvit_mm.benchmark.memory import DTYPES as MEMORY_DTYPES
 from jetvit_mm.benchmark.memory import cuda_forward_memory, measure_forward_memory
@@ -105,6 +114,17 @@ def mixer_entries(args: argparse.Namespace) -> Dict[str, nn.Module]:
     for conv in ('static', 'squeeze'):
         entries[f'block L-{conv}'] = Block(args.dim, build_mixer('L', **common, linear_cfg={'conv': conv}))
     return entries
+
+
+def malloc_note(kept: bool, device: torch.device) -> str:
+    """The allocator policy for the run's header line (CPU only: see jetvit_mm/benchmark/allocator.py)."""
+    if device.type != 'cpu':
+        return ''
+    return ', malloc keeps freed memory' if kept else ', system malloc (freed blocks may be unmapped)'
+
+
+def malloc_record(policy: str, kept: bool, device: torch.device) -> Dict[str, object]:
+    return {'policy': policy, 'applied': kept, 'device': device.type}
 
 
 def make_timer(device: torch.device) -> Callable[[Callable[[], torch.Tensor]], float]:
@@ -197,6 +217,7 @@ def run_mixers(args: argparse.Namespace) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
+    kept = apply_policy(args.malloc, device.type)
     torch.manual_seed(0)
     h, w = args.grid
     x = torch.randn(args.batch, args.prefix + h * w, args.dim, device=device, dtype=dtype)
@@ -207,7 +228,7 @@ def run_mixers(args: argparse.Namespace) -> dict:
     check_cuda_graph(args, device)
     print(f'mixers: grid {h}x{w} (+{args.prefix} prefix), dim {args.dim}, {args.heads} heads, batch {args.batch}, '
           f'{args.dtype} on {args.device}, {torch.get_num_threads()} threads, rope {rope is not None}'
-          f'{", CUDA graphs" if args.cuda_graph else ""}', flush=True)
+          f'{", CUDA graphs" if args.cuda_graph else ""}{malloc_note(kept, device)}', flush=True)
     started = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
     with torch.inference_mode():
         calls = maybe_graphed({name: (lambda m=m: m(x, (h, w), rope)) for name, m in entries.items()},
@@ -222,7 +243,7 @@ def run_mixers(args: argparse.Namespace) -> dict:
         'machine': {'platform': platform.platform(), 'processor': platform.processor(), 'torch': torch.__version__,
                     'threads': torch.get_num_threads(),
                     'cuda_device': torch.cuda.get_device_name(device) if device.type == 'cuda' else None},
-        'stats': stats, 'samples_ms': samples, 'targets': targets,
+        'malloc': malloc_record(args.malloc, kept, device), 'stats': stats, 'samples_ms': samples, 'targets': targets,
     }
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -252,6 +273,7 @@ def run_distill_step(args: argparse.Namespace) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    kept = apply_policy(args.malloc, 'cpu')
     torch.manual_seed(0)
     backbone = dict(model_name=args.model, window_size=args.window)
     depth = len(args.arch)
@@ -277,7 +299,7 @@ def run_distill_step(args: argparse.Namespace) -> dict:
         optimizer.step()
 
     print(f'distill-step: {args.model}, input {args.size[0]}x{args.size[1]}, batch {args.batch}, arch {args.arch}, '
-          f'{torch.get_num_threads()} threads', flush=True)
+          f'{torch.get_num_threads()} threads{malloc_note(kept, torch.device("cpu"))}', flush=True)
     started = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
     samples = time_interleaved({name: (lambda n=name: step(n)) for name in distillers}, make_timer(torch.device('cpu')),
                                args.warmup, args.repeat)
@@ -289,7 +311,8 @@ def run_distill_step(args: argparse.Namespace) -> dict:
     verdict = 'MET ' if ratio <= 1.25 else 'MISS'
     print(f'{verdict}  supernet step / fixed-arch step <= 1.25: x{ratio:.3f} (median)')
     result = {'command': 'distill-step', 'args': {k: v for k, v in vars(args).items() if k != 'func'},
-              'date': started, 'stats': stats, 'samples_ms': samples, 'ratio_median': ratio}
+              'date': started, 'malloc': malloc_record(args.malloc, kept, torch.device('cpu')), 'stats': stats,
+              'samples_ms': samples, 'ratio_median': ratio}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=2, default=str))
@@ -483,6 +506,7 @@ def run_models(args: argparse.Namespace) -> dict:
         torch.set_num_threads(args.threads)
     device, dtype = torch.device(args.device), MEMORY_DTYPES[args.dtype]
     check_cuda_graph(args, device)
+    kept = apply_policy(args.malloc, device.type)  # the memory probes' fresh processes set their own
     sizes = [tuple(s) for s in (args.size or [(512, 1024), (1024, 2048)])]
     entries = model_entries(args)
     started = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
@@ -490,7 +514,7 @@ def run_models(args: argparse.Namespace) -> dict:
     print(f'models: {", ".join(e["label"] + " " + e["arch"] for e in entries)}; sizes '
           f'{", ".join(f"{h}x{w}" for h, w in sizes)}; batch {args.batch}, {args.dtype} on {args.device}, '
           f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}'
-          f'{", CUDA graphs" if args.cuda_graph else ""}', flush=True)
+          f'{", CUDA graphs" if args.cuda_graph else ""}{malloc_note(kept, device)}', flush=True)
     models: Dict[str, nn.Module] = {}
     for e in entries:
         torch.manual_seed(0)  # the same random weights wherever two archs share them
@@ -499,29 +523,36 @@ def run_models(args: argparse.Namespace) -> dict:
     timer = make_timer(device)
     probe = CpuContention(enabled=device.type == 'cpu')  # on CUDA it would read /proc inside the event window
 
+    # every (size, arch) pair in one round-robin: the growth from one size to the next is then measured side by
+    # side as well, not minutes apart
+    print(f'\nlatency at batch {args.batch}, sizes and archs interleaved', flush=True)
+    calls: Dict[str, Callable[[], torch.Tensor]] = {}
+    with torch.inference_mode():
+        for h, w in sizes:
+            x = torch.randn(args.batch, 3, h, w, device=device, dtype=dtype)
+            calls.update(maybe_graphed({f'{h}x{w} {label}': (lambda m=m, x=x: m(x)) for label, m in runners.items()},
+                                       args.cuda_graph))
+    others: Dict[str, List[Optional[float]]] = {name: [] for name in calls}
+
+    def run(name: str) -> torch.Tensor:
+        before = probe.snapshot()
+        out = calls[name]()
+        others[name].append(probe.others_cores(before, probe.snapshot()))
+        return out
+
+    with torch.inference_mode():
+        pair_samples = time_interleaved({name: (lambda name=name: run(name)) for name in calls}, timer,
+                                        args.warmup, args.repeat)
+    calls.clear()  # frees the inputs (and CUDA graphs) before the throughput runs
+
     rows: List[Dict[str, object]] = []
     samples: Dict[str, Dict[str, List[float]]] = {}
     for h, w in sizes:
         key = f'{h}x{w}'
-        print(f'\n{key}: latency at batch {args.batch}', flush=True)
-        x = torch.randn(args.batch, 3, h, w, device=device, dtype=dtype)
-        others: Dict[str, List[Optional[float]]] = {label: [] for label in runners}
-
-        with torch.inference_mode():
-            calls = maybe_graphed({label: (lambda m=m, x=x: m(x)) for label, m in runners.items()}, args.cuda_graph)
-
-        def run(label: str, calls: Dict[str, Callable] = calls, others: Dict[str, list] = others) -> torch.Tensor:
-            before = probe.snapshot()
-            out = calls[label]()
-            others[label].append(probe.others_cores(before, probe.snapshot()))
-            return out
-
-        with torch.inference_mode():
-            samples[key] = time_interleaved({label: (lambda label=label: run(label)) for label in runners}, timer,
-                                            args.warmup, args.repeat)
+        samples[key] = {label: pair_samples[f'{key} {label}'] for label in runners}
         stats = summarize(samples[key])
         for label in stats:
-            stats[label].update(quiet_stats(samples[key][label], others[label][args.warmup:]))
+            stats[label].update(quiet_stats(samples[key][label], others[f'{key} {label}'][args.warmup:]))
         throughput = {label: (args.batch, args.batch * 1e3 / s['median_ms']) for label, s in stats.items()}
         if args.throughput is not None and (args.throughput > 0 or device.type == 'cuda'):
             batches = {label: (args.throughput if args.throughput > 0 else largest_cuda_batch(m, (h, w), dtype, device))
@@ -590,7 +621,7 @@ def run_models(args: argparse.Namespace) -> dict:
         'machine': {'platform': platform.platform(), 'processor': platform.processor(), 'torch': torch.__version__,
                     'threads': torch.get_num_threads(), 'cpu_count': os.cpu_count(),
                     'cuda_device': torch.cuda.get_device_name(device) if device.type == 'cuda' else None},
-        'load_average': {'start': load_start, 'end': load_end},
+        'load_average': {'start': load_start, 'end': load_end}, 'malloc': malloc_record(args.malloc, kept, device),
         'entries': [{k: e[k] for k in ('label', 'arch', 'kwargs')} for e in entries],
         'rows': rows, 'samples_ms': samples, 'targets': targets, 'profiles': profiles,
     }
@@ -599,7 +630,7 @@ def run_models(args: argparse.Namespace) -> dict:
         Path(args.json).write_text(json.dumps(result, indent=2, default=str))
     if args.plot:
         plot_scaling(rows, args.plot, f'{entries[0]["kwargs"]["model_name"]}, {args.dtype}, batch {args.batch}, '
-                                      f'{args.device} ({torch.get_num_threads()} threads)')
+                                      f'{args.device} ({torch.get_num_threads()} threads{malloc_note(kept, device)})')
     return result
 
 
@@ -716,7 +747,9 @@ def run_plot(args: argparse.Namespace) -> dict:
     if result.get('command') != 'models':
         raise SystemExit(f'{args.result} is not a `models` result (command={result.get("command")!r})')
     a, machine = result['args'], result.get('machine', {})
-    where = machine.get('cuda_device') or f'{a["device"]} ({machine.get("threads")} threads)'
+    malloc = result.get('malloc')  # absent in results from before the allocator option
+    where = machine.get('cuda_device') or (f'{a["device"]} ({machine.get("threads")} threads'
+                                           f'{malloc_note(malloc["applied"], torch.device("cpu")) if malloc else ""})')
     graph = ', CUDA graphs' if a.get('cuda_graph') else ''
     linear = ''.join(f', L {k}={v}' for k, v in (result['entries'][-1]['kwargs'].get('linear_cfg') or {}).items())
     plot_scaling(result['rows'], args.out, f'{result["entries"][0]["kwargs"]["model_name"]}, {a["dtype"]}{linear}, '
@@ -754,6 +787,10 @@ def count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+MALLOC_HELP = ('CPU: keep freed memory in the heap for the next call (default: no page faults from mapping big tensors '
+               'again every call) or leave the system allocator policy')
+
+
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest='command', required=True)
@@ -769,6 +806,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     mixers.add_argument('--dtype', choices=sorted(DTYPES), default='fp32')
     mixers.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
     mixers.add_argument('--threads', type=int, default=0, help='torch threads on CPU (0: torch default)')
+    mixers.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     mixers.add_argument('--no-rope', action='store_true', help='no RoPE (DINOv2-style teacher)')
     mixers.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
     mixers.add_argument('--json', type=Path, default=None, help='also write all samples and stats here')
@@ -783,6 +821,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     step.add_argument('--warmup', type=count(0), default=1)
     step.add_argument('--repeat', type=count(1), default=5)
     step.add_argument('--threads', type=int, default=0)
+    step.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     step.add_argument('--json', type=Path, default=None)
     step.set_defaults(func=run_distill_step)
 
@@ -810,6 +849,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='also time this batch for images/s; without a value: the largest power-of-two batch '
                              'that fits (CUDA) or --batch (CPU). Default: images/s of the latency run')
     models.add_argument('--threads', type=int, default=0, help='torch threads on CPU (0: torch default)')
+    models.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     models.add_argument('--no-teacher', action='store_true', help='do not add the all-F teacher as reference')
     models.add_argument('--no-memory', action='store_true', help='skip the peak-memory processes')
     models.add_argument('--profile', action='store_true',

@@ -49,6 +49,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
+from jetvit_mm.benchmark.allocator import apply_policy  # noqa: E402
 from jetvit_mm.datasets.context_seg import CONTEXT_SEG_SPLITS, TASKS, make_context_seg  # noqa: E402
 
 CONFIGS = REPO / 'configs' / 'demo'
@@ -222,8 +223,11 @@ def latency_table(cache: Path, threads: int, repeat: int) -> Dict[str, float]:
     """Per-mixer block latency (ms) of DINOv3-B at 1024x2048, batch 1, on this machine; cached in ``cache``."""
     # the code that is timed is part of the key: a table measured with older mixers is measured again
     timed_code = _digest(*sorted((REPO / 'jetvit_mm' / 'models').rglob('*.py')))
+    # as tools/benchmark.py: freed tensors stay in the heap (no page faults from mapping the big ones again every
+    # call); process-wide, harmless here: this is the demo's last step
+    kept = apply_policy('keep', 'cpu')
     key = dict(model=LATENCY_MODEL, size=list(LATENCY_SIZE), threads=threads, repeat=repeat, timing='interleaved',
-               torch=torch.__version__, cpus=os.cpu_count(), code=timed_code)
+               torch=torch.__version__, cpus=os.cpu_count(), code=timed_code, malloc='keep' if kept else 'system')
     if cache.is_file():
         saved = json.loads(cache.read_text())
         if saved.get('key') == key:
