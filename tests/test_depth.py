@@ -147,6 +147,9 @@ def test_depth_checkpoint_of_another_arch_is_refused_and_inherit_mlp_resets(tmp_
     assert torch.load(exported, weights_only=True)['meta']['jetvit_arch'] == 'WWFF'
     loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
     assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
+    # its W window (the saved config's, default 16) is checked too: no parameters tell it
+    with pytest.raises(ValueError, match='built with window_size=16, but this model has window_size=8'):
+        JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', window_size=8, **TINY, **TINY_HEAD)
 
     # a segmentation checkpoint (backbone.* + a probe's decode_head.*) is not turned into a depth checkpoint
     seg = {k: v for k, v in state.items() if k.startswith('backbone.')}
@@ -214,6 +217,10 @@ def test_input_sizes_and_non_multiples_of_14():
     results = DepthAnythingResize(size=56).transform(dict(img=np.zeros((50, 71, 3), np.uint8)))
     assert results['img'].shape == (56, 84, 3) and results['img_shape'] == (56, 84)
     assert results['img'].dtype == np.float32  # resized on float pixels, as the original
+    assert DepthAnythingResize(size=1022).transform(dict(img=np.zeros((768, 1024, 3), np.uint8)))['img_shape'] == \
+        (1022, 1358)  # the paper's DA-2K size: short edge 1022 = 73 x 14, long edge to a multiple of 14
+    with pytest.raises(ValueError, match="unknown interpolation 'cubic'; valid: nearest, bilinear, bicubic"):
+        DepthAnythingResize(interpolation='cubic')  # at build time, not on the first image
 
 
 # ------------------------------------------------------------------------------------------ 2. metrics
@@ -252,6 +259,18 @@ def test_affine_invariant_metric_known_values():
     assert result == pytest.approx(dict(abs_rel=(abs_rel_a + abs_rel_b) / 2, delta1=(delta1_a + delta1_b) / 2),
                                    abs=1e-6)
     assert AffineInvariantDepthMetric.higher_is_better == {'abs_rel': False, 'delta1': True}
+    # a prediction that is NaN / infinite where the GT is valid fails its image; outside the valid GT it is ignored
+    # (the ground truth alone decides which pixels count)
+    half_nan = sample([[1., float('nan'), 0., -1.]], [[1., 1., 10., 10.]])
+    nan_off_gt = sample([[1., 1., 0., -1., float('inf')]], [[1., 1., 10., 10., 0.]])
+    metric = AffineInvariantDepthMetric(min_depth=1e-3, max_depth=10.)
+    metric.process({}, [half_nan, nan_off_gt])
+    assert metric.results[0] == (math.inf, 0.)
+    assert metric.results[1] == pytest.approx((abs_rel_a, delta1_a), abs=1e-6)
+    assert metric.compute_metrics(metric.results) == dict(abs_rel=math.inf, delta1=pytest.approx(delta1_a / 2))
+    metric = AffineInvariantDepthMetric(min_depth=1e-3, max_depth=10.)
+    metric.process({}, [sample([[float('nan')] * 4], [[1., 1., 10., 10.]])])  # an all-NaN model is scored, as inf
+    assert metric.compute_metrics(metric.results) == dict(abs_rel=math.inf, delta1=0.)
 
 
 def test_da2k_metric_counts_pairs():
@@ -332,6 +351,25 @@ def test_ssi_loss_is_invariant_and_trains_the_head():
     assert loss(7 * pred + 2, target).item() == pytest.approx(loss(pred, target).item(), rel=1e-4)
     loss(pred, target).backward()
     assert pred.grad.abs().sum() > 0
+
+    # DepthAnythingV2's guard on pseudo-labels: each image's 10 % largest residuals are not counted, by either term
+    from jetvit_mm.mm.depth import ssi_loss
+
+    valid = torch.rand(2, 12, 16, generator=gen) > 0.2
+    full_loss, full, _ = ssi_loss(pred[:, 0], target[:, 0], valid)
+    top_loss, kept_residuals, kept = ssi_loss(pred[:, 0], target[:, 0], valid, ignore_top=0.1)
+    means = []
+    for r, k, v in zip(full, kept, valid):
+        assert not (k & ~v).any() and abs(int(k.sum()) - 0.9 * int(v.sum())) <= 1
+        assert r[v & ~k].abs().min() >= r[k].abs().max()  # the dropped ones are the largest
+        means.append(r[k].abs().mean())
+    assert top_loss.item() == pytest.approx(torch.stack(means).mean().item(), rel=1e-6)
+    assert top_loss.item() < full_loss.item()
+    assert all(torch.equal(r, f * k) for r, f, k in zip(kept_residuals, full, kept))
+    with_top = ScaleShiftInvariantLoss(gradient_weight=2.0, ignore_top=0.1)
+    assert with_top(pred, target, valid[:, None]).item() < loss(pred, target, valid[:, None]).item()
+    with pytest.raises(ValueError, match=r'ignore_top is a fraction of the pixels in \[0, 1\), got 1.0'):
+        ScaleShiftInvariantLoss(ignore_top=1.0)
 
     head = DPTDepthHead(in_channels=32, **TINY_HEAD)
     feats = [torch.randn(2, 32, 3, 4) for _ in range(4)]

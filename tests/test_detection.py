@@ -289,6 +289,31 @@ def test_real_config_lsj_pipeline_pads_to_1024(tiny_coco):
         assert sample.gt_instances.masks.masks.shape[-2:] == (1024, 1024)
 
 
+def test_real_config_test_pipeline_pads_to_the_training_canvas(tiny_coco):
+    """Evaluation sees the 1024x1024 canvas (64x64 patches) training saw: DINOv3's RoPE spreads its coordinates over
+    the whole grid, so a smaller test grid would move every patch. The padding is the mean colour, 0 once
+    normalised, as training's batch padding."""
+    from mmdet.registry import DATASETS, MODELS
+    from mmengine.dataset import pseudo_collate
+
+    cfg = Config.fromfile(REAL['teacher'])
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        dataset = DATASETS.build(dict(cfg.val_dataloader.dataset, data_root=f'{tiny_coco}/'))
+        preprocessor = MODELS.build(cfg.model.data_preprocessor)
+    items = [dataset[i] for i in range(len(dataset))]
+    batch = preprocessor(pseudo_collate(items), training=False)
+    assert batch['inputs'].shape[-2:] == (1024, 1024)
+    for item, image in zip(items, batch['inputs']):
+        h, w = item['data_samples'].ori_shape
+        scale = 1024 / max(h, w)
+        content_h, content_w = round(h * scale), round(w * scale)
+        padding = torch.ones(1024, 1024, dtype=torch.bool)
+        padding[:content_h, :content_w] = False
+        assert padding.sum() > 1024 * 100  # a non-square image: there is padding to check
+        assert image[:, padding].abs().max() < 0.01
+        assert image[:, :content_h, :content_w].abs().max() > 0.1  # the image itself
+
+
 @pytest.mark.parametrize('name', sorted(REAL))
 def test_real_config_runs_a_loss_step(name):
     """The real config with a small backbone (width 32, all 12 layers, the config's arch) and a 128x128 fixed pad."""

@@ -11,7 +11,7 @@ import torch
 from mmengine.config import Config
 
 from jetvit_mm.mm import load_local_checkpoint
-from jetvit_mm.mm.search_runner import backbone_args, load_supernet
+from jetvit_mm.mm.search_runner import backbone_args, check_metric, load_supernet
 from jetvit_mm.models import JetViT
 from jetvit_mm.search import search_step1, search_step2, step1_moves, step2_moves
 from jetvit_mm.search.report import layer_gains, pareto_front
@@ -171,6 +171,12 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
         proc = run_tool('test.py', PROBE, work / ckpt, '--work-dir', tmp_path / 'test_bad', '--cfg-options',
                         f'model.backbone.arch={arch}', f'test_dataloader.dataset.data_root={p["data"]}', check=False)
         assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-3000:]
+    # ... and a hybrid exported with another W window / L option (no parameters: the keys alone cannot tell)
+    proc = run_tool('test.py', PROBE, work / f'hybrid_{best}_with_head.pth', '--work-dir', tmp_path / 'test_bad',
+                    '--cfg-options', f'model.backbone.arch={best}', 'model.backbone.window_size=8',
+                    'model.backbone.linear_cfg.focusing=3.0', f'test_dataloader.dataset.data_root={p["data"]}',
+                    check=False)
+    assert proc.returncode != 0 and 'holds a model built with' in proc.stderr, proc.stderr[-3000:]
     # the exported backbone loads strictly with its arch and equals the supernet with that path active
     supernet, _ = load_supernet(str(tmp_path / 'step2' / 'iter_4.pth'), Config.fromfile(PROBE))
     hybrid = JetViT(arch=best, checkpoint=work / f'hybrid_{best}.pth', **backbone_args(Config.fromfile(PROBE))).eval()
@@ -185,6 +191,11 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
     other = dict(backbone_args(Config.fromfile(PROBE)), window_size=8, linear_cfg=dict(focusing=3.0))
     with pytest.raises(ValueError, match='holds a JetViT built with'):
         JetViT(arch=best, checkpoint=work / f'hybrid_{best}.pth', **other)
+    # the bf16 deployment switch is not such an option: the same computation, rounded elsewhere under autocast
+    mixed = dict(backbone_args(Config.fromfile(PROBE)), linear_cfg=dict(precision='mixed'))
+    with torch.no_grad():
+        assert torch.equal(JetViT(arch=best, checkpoint=work / f'hybrid_{best}.pth', **mixed).eval()(x)[0],
+                           hybrid(x)[0])
     # the fine-tuning config (arch fixed, distillation) trains
     run_tool('train.py', work / f'finetune_{best}.py', '--work-dir', tmp_path / 'ft', '--cfg-options',
              f'train_dataloader.dataset.data_root={p["data"]}', f'model.teacher.checkpoint={p["teacher"]}',
@@ -317,6 +328,18 @@ def test_latency_table_times_a_copy_on_another_device_or_dtype():
     table = measure_latency_table(model, (32, 48), dtype=torch.float64, warmup=0, repeat=1)
     assert set(table) == {'base', 'F', 'L', 'W'} and all(v > 0 for v in table.values())
     assert all(p.dtype == torch.float32 for p in model.parameters())  # the caller's model was not converted
+
+
+def test_metric_names_of_string_options():
+    """mmdet's own box-only base sets CocoMetric(metric='bbox') and mmseg accepts iou_metrics='mDice': one name as a
+    plain string, not a list of one-letter kinds."""
+    assert check_metric('coco/bbox_mAP', dict(type='CocoMetric', metric='bbox')) is True
+    assert check_metric('coco/segm_mAP', dict(type='mmdet.CocoMetric', metric=['bbox', 'segm'])) is True
+    with pytest.raises(ValueError, match=r"CocoMetric reports \['coco/bbox_mAP', "):
+        check_metric('coco/segm_mAP', dict(type='CocoMetric', metric='bbox'))
+    assert check_metric('mDice', dict(type='IoUMetric', iou_metrics='mDice')) is True
+    with pytest.raises(ValueError, match="unknown metric 'mIoU'"):
+        check_metric('mIoU', dict(type='IoUMetric', iou_metrics='mDice'))
 
 
 def test_search_bad_input_fails_before_scoring(pipeline, tmp_path):

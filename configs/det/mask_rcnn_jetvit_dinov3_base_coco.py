@@ -33,7 +33,8 @@ depth = 12
 batch_augments = [dict(type='BatchFixedSizePad', size=image_size, pad_mask=True)]
 
 model = dict(
-    # ImageNet mean/std in RGB as DINOv3 (the base's values); test images padded to a multiple of 32
+    # ImageNet mean/std in RGB as DINOv3 (the base's values); training batches padded to 1024x1024 (with 0 after
+    # normalisation, i.e. the mean colour), test images by the test pipeline below
     data_preprocessor=dict(pad_size_divisor=32, batch_augments=batch_augments),
     backbone=dict(
         _delete_=True,
@@ -63,9 +64,13 @@ train_pipeline = [
     dict(type='RandomFlip', prob=0.5),
     dict(type='PackDetInputs'),
 ]
+# Test images are padded to the training canvas as in ViTDet: DINOv3's RoPE spreads its coordinates over the whole
+# patch grid, so a 683x1024 image on a 43x64 grid would put every patch at another position than training's 64x64
+# grid did. The padding is the mean colour (BGR, as loaded), which training's batch padding equals.
 test_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='Resize', scale=image_size, keep_ratio=True),
+    dict(type='Pad', size=image_size, pad_val=dict(img=(103.53, 116.28, 123.675))),
     dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]

@@ -1,6 +1,7 @@
 # Fine-tuning a searched JetViT-DepthAnything-L hybrid (arch fixed) with DepthAnythingV2's pseudo-label recipe: the
 # frozen DepthAnythingV2-L teacher predicts disparity on each augmented batch of unlabeled images and the hybrid
-# learns it with the scale-and-shift-invariant loss + gradient matching (1 : 2, as DepthAnythingV2).
+# learns it with the scale-and-shift-invariant loss + gradient matching (1 : 2, as DepthAnythingV2), leaving out
+# each image's 10 % of pixels with the largest loss (DepthAnythingV2's guard against noisy pseudo-labels).
 #   tools/train.py configs/jetvit/depthanything_large_pseudolabel_finetune.py --cfg-options \
 #       model.teacher.checkpoint=/path/depth_anything_v2_vitl.pth \
 #       model.backbone.arch=<searched 24 letters> model.backbone.checkpoint=<search dir>/hybrid_<arch>.pth \
@@ -26,7 +27,8 @@ model = dict(
     teacher=dict(type='JetViTDepthAnything', model_name='dinov2_vitl14', checkpoint=None),
     # placeholder arch with F at layers 13 and 17 (0-based; the paper's DepthAnythingV2-L placement): pass yours
     backbone=dict(arch='LWLLWLWLLWLWLFLLLFLWLWLW', checkpoint=None, frozen=False),
-    decode_head=dict(loss_decode=dict(type='ScaleShiftInvariantLoss', loss_weight=1.0, gradient_weight=2.0)))
+    decode_head=dict(loss_decode=dict(type='ScaleShiftInvariantLoss', loss_weight=1.0, gradient_weight=2.0,
+                                       ignore_top=0.1)))
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),

@@ -1,7 +1,8 @@
 # A tiny JetViT-DepthAnything (DINOv2 architecture, 4 layers, random weights unless given) evaluated with the
 # zero-shot relative-depth protocol (affine-invariant AbsRel / delta1) on generated NYU-layout data: the tests use
 # it; it runs in seconds on a CPU. The structure is that of configs/jetvit/depthanything_large_eval.py.
-#   python tools/test.py configs/tiny/depth_eval_tiny_nyu.py CHECKPOINT --cfg-options data_root=...
+#   python tools/test.py configs/tiny/depth_eval_tiny_nyu.py CHECKPOINT \
+#       --cfg-options test_dataloader.dataset.data_root=...
 # CHECKPOINT: an mmseg-layout depth checkpoint (jetvit_mm.models.depth_anything.export_mmseg_checkpoint of a
 # DepthAnythingV2-format file, or a tools/train.py checkpoint of a depth config).
 _base_ = ['mmseg::_base_/default_runtime.py']

@@ -12,7 +12,7 @@ model = dict(
     teacher=dict(type='JetViTDepthAnything', checkpoint=None, features=16, out_channels=[8, 16, 32, 32],
                  **_base_.backbone),
     backbone=dict(arch='LWFF', frozen=False),
-    decode_head=dict(loss_decode=dict(type='ScaleShiftInvariantLoss', gradient_weight=2.0)))
+    decode_head=dict(loss_decode=dict(type='ScaleShiftInvariantLoss', gradient_weight=2.0, ignore_top=0.1)))
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),

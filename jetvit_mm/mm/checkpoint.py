@@ -23,7 +23,7 @@ from mmengine.logging import HistoryBuffer
 from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
-from jetvit_mm.models.checkpoints.io import check_saved_arch, saved_backbone_arch, torch_load
+from jetvit_mm.models.checkpoints.io import check_saved_arch, check_saved_mixing, saved_backbone_arch, torch_load
 
 __all__ = ['check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'runner_safe_globals']
 
@@ -72,8 +72,9 @@ def enable_runner_checkpoint_loading() -> None:
 def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> None:
     """Refuse to evaluate ``model`` with a checkpoint that leaves part of it as initialised or holds another arch.
 
-    mmengine's ``load_from`` loads non-strictly and only warns, so a missing head, a backbone of another patch size
-    or a hybrid of another arch (W and F layers have the same parameters) would be scored silently. Keys the
+    mmengine's ``load_from`` loads non-strictly and only warns, so a missing head, a backbone of another patch size,
+    a hybrid of another arch (W and F layers have the same parameters) or one trained with another W window or L
+    option (no parameters at all) would be scored silently. Keys the
     checkpoint has beyond the model (a distiller's ``teacher.*``) are allowed; so are the L mixers' conv parameters,
     which a teacher checkpoint lacks (they stay as initialised, as when ``JetViT`` loads a teacher).
     """
@@ -90,7 +91,9 @@ def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> 
     backbone = getattr(model, 'backbone', None)
     optional = set()
     if isinstance(backbone, JetViT):
-        check_saved_arch(saved_backbone_arch(state, raw.get('meta') or {}), backbone.arch, filename, what='model')
+        meta = saved_backbone_arch(state, raw.get('meta') or {})
+        check_saved_arch(meta, backbone.arch, filename, what='model')
+        check_saved_mixing(meta, backbone.build_args, filename, what='model')
         optional = {f'backbone.{name}' for name in backbone.new_parameter_names()}
     own = {k: v for k, v in model.state_dict().items() if not k.startswith('data_preprocessor.')}
     missing = sorted(k for k in own if k not in state and k not in optional)

@@ -25,6 +25,7 @@ import mmcv
 import numpy as np
 import torch
 import torch.nn.functional as F
+from mmcv.image.geometric import cv2_interp_codes
 from mmcv.transforms import BaseTransform
 from mmengine.dataset import BaseDataset
 from mmengine.evaluator import BaseMetric
@@ -62,20 +63,24 @@ def affine_invariant_errors(pred_disparity: Tensor, gt_depth: Tensor, min_depth:
                             ) -> Optional[Tuple[float, float]]:
     """``(AbsRel, delta1)`` of one image under the zero-shot relative-depth protocol; None without valid pixels.
 
-    Valid pixels: finite GT depth in ``(min_depth, max_depth]``. GT depth -> disparity; least-squares scale and
-    shift of the predicted disparity to it; aligned disparity clipped at ``>= min_disparity``; inverted; clipped to
-    ``[min_depth, max_depth]``; then ``AbsRel = mean |d - gt| / gt`` and ``delta1 = mean(max(d/gt, gt/d) < 1.25)``.
+    Valid pixels: finite GT depth in ``(min_depth, max_depth]`` (the ground truth alone decides). GT depth ->
+    disparity; least-squares scale and shift of the predicted disparity to it; aligned disparity clipped at
+    ``>= min_disparity``; inverted; clipped to ``[min_depth, max_depth]``; then ``AbsRel = mean |d - gt| / gt`` and
+    ``delta1 = mean(max(d/gt, gt/d) < 1.25)``. A prediction that is NaN or infinite at a valid pixel has no
+    alignment: the image scores ``(inf, 0.0)``, so a numerically broken model can never look good.
     """
     if pred_disparity.shape != gt_depth.shape:
         raise ValueError(f'prediction {tuple(pred_disparity.shape)} and ground truth {tuple(gt_depth.shape)} differ')
     gt = gt_depth.double()
     pred = pred_disparity.double()
-    valid = torch.isfinite(gt) & torch.isfinite(pred) & (gt > min_depth)
+    valid = torch.isfinite(gt) & (gt > min_depth)
     if max_depth is not None:
         valid &= gt <= max_depth
     if not valid.any():
         return None
     gt, pred = gt[valid], pred[valid]
+    if not torch.isfinite(pred).all():
+        return math.inf, 0.
     scale, shift = fit_scale_shift(pred, 1. / gt)
     depth = 1. / (scale * pred + shift).clamp(min=min_disparity)
     depth = depth.clamp(min=min_depth, max=max_depth)
@@ -91,19 +96,32 @@ def _normalise_median(x: Tensor, valid: Tensor, eps: float = 1e-6) -> Tensor:
     return (x - median) / ((values - median).abs().mean() + eps)
 
 
-def ssi_loss(pred: Tensor, target: Tensor, valid: Tensor) -> Tuple[Tensor, List[Tensor]]:
+def ssi_loss(pred: Tensor, target: Tensor, valid: Tensor, ignore_top: float = 0.
+             ) -> Tuple[Tensor, List[Tensor], Tensor]:
     """Scale-and-shift-invariant loss of ``[B, H, W]`` disparities: mean over images of the mean absolute
-    difference of the median/MAD-normalised maps. Also returns the per-image residual maps."""
-    losses, residuals = [], []
+    difference of the median/MAD-normalised maps. ``ignore_top``: the fraction of each image's valid pixels with the
+    largest difference left out of the loss (DepthAnythingV2 drops the top 10 % on pseudo-labelled images, where
+    the labels are noisiest). Also returns the per-image residual maps (zero where not counted) and the counted
+    pixels."""
+    if not 0. <= ignore_top < 1.:
+        raise ValueError(f'ignore_top is a fraction of the pixels in [0, 1), got {ignore_top}')
+    losses, residuals, counted = [], [], []
     for p, t, m in zip(pred, target, valid):
         if not m.any():
             residuals.append(torch.zeros_like(p))
+            counted.append(m)
             continue
         residual = (_normalise_median(p, m) - _normalise_median(t, m)) * m
+        if ignore_top:
+            error = residual.detach().abs()
+            limit = torch.quantile(error[m].float(), 1. - ignore_top)
+            m = m & (error <= limit.to(error.dtype))
+            residual = residual * m
         losses.append(residual.abs().sum() / m.sum())
         residuals.append(residual)
+        counted.append(m)
     loss = torch.stack(losses).mean() if losses else pred.sum() * 0.
-    return loss, residuals
+    return loss, residuals, torch.stack(counted)
 
 
 def gradient_matching_loss(residuals: Sequence[Tensor], valid: Tensor, scales: int = 4) -> Tensor:
@@ -126,13 +144,18 @@ class ScaleShiftInvariantLoss(nn.Module):
     ``L_ssi``: per image, both maps normalised by their median and mean absolute deviation over the valid pixels,
     then the mean absolute difference (Depth Anything V1, eq. 1). ``L_gm``: MiDaS's gradient matching on that
     residual over ``scales`` scales; DepthAnythingV2 weights ``L_ssi : L_gm`` as 1 : 2 (``gradient_weight=2``).
-    Inputs are disparities ``[B, 1, H, W]`` or ``[B, H, W]``; ``valid`` marks the supervised pixels.
+    ``ignore_top``: per image, the fraction of valid pixels with the largest residual that neither term counts
+    (DepthAnythingV2 uses 0.1 on pseudo-labelled images). Inputs are disparities ``[B, 1, H, W]`` or ``[B, H, W]``;
+    ``valid`` marks the supervised pixels.
     """
 
     def __init__(self, loss_weight: float = 1.0, gradient_weight: float = 0.0, scales: int = 4,
-                 loss_name: str = 'loss_ssi') -> None:
+                 ignore_top: float = 0., loss_name: str = 'loss_ssi') -> None:
         super().__init__()
+        if not 0. <= ignore_top < 1.:
+            raise ValueError(f'ignore_top is a fraction of the pixels in [0, 1), got {ignore_top}')
         self.loss_weight, self.gradient_weight, self.scales = loss_weight, gradient_weight, scales
+        self.ignore_top = ignore_top
         self._loss_name = loss_name
 
     @property
@@ -146,9 +169,9 @@ class ScaleShiftInvariantLoss(nn.Module):
         if pred.shape != target.shape:
             raise ValueError(f'prediction {tuple(pred.shape)} and target {tuple(target.shape)} differ')
         valid = torch.ones_like(target, dtype=torch.bool) if valid is None else valid.bool()
-        loss, residuals = ssi_loss(pred, target, valid)
+        loss, residuals, counted = ssi_loss(pred, target, valid, self.ignore_top)
         if self.gradient_weight:
-            loss = loss + self.gradient_weight * gradient_matching_loss(residuals, valid, self.scales)
+            loss = loss + self.gradient_weight * gradient_matching_loss(residuals, counted, self.scales)
         return self.loss_weight * loss
 
 
@@ -272,6 +295,10 @@ class DepthAnythingResize(BaseTransform):
     """
 
     def __init__(self, size: int = 518, multiple: int = 14, interpolation: str = 'bicubic') -> None:
+        if interpolation not in cv2_interp_codes:
+            raise ValueError(f'unknown interpolation {interpolation!r}; valid: {", ".join(cv2_interp_codes)}')
+        if not (isinstance(size, int) and isinstance(multiple, int) and size > 0 and multiple > 0):
+            raise ValueError(f'size and multiple must be positive ints, got size={size!r}, multiple={multiple!r}')
         self.size, self.multiple, self.interpolation = size, multiple, interpolation
 
     def transform(self, results: dict) -> dict:
@@ -388,6 +415,10 @@ class AffineInvariantDepthMetric(BaseMetric):
                 raise ValueError(f'{sample.get("img_path")}: prediction {tuple(pred.shape)} and ground truth '
                                  f'{tuple(gt.shape)} differ in size')
             errors = affine_invariant_errors(pred, gt, self.min_depth, self.max_depth, self.min_disparity)
+            if errors is not None and math.isinf(errors[0]):
+                MMLogger.get_current_instance().warning(
+                    f'{sample.get("img_path")}: the prediction is NaN or infinite at '
+                    f'{int((~torch.isfinite(pred) & torch.isfinite(gt)).sum())} pixels; scored AbsRel inf, delta1 0')
             self.results.append(errors if errors is not None else (float('nan'), float('nan')))
 
     def compute_metrics(self, results: list) -> Dict[str, float]:
@@ -398,6 +429,10 @@ class AffineInvariantDepthMetric(BaseMetric):
         if len(scored) < len(results):
             MMLogger.get_current_instance().warning(
                 f'{len(results) - len(scored)} of {len(results)} images have no valid depth and are not scored')
+        broken = sum(math.isinf(r[0]) for r in scored)
+        if broken:
+            MMLogger.get_current_instance().warning(
+                f'{broken} of {len(scored)} images have NaN or infinite predictions: AbsRel is inf')
         return dict(abs_rel=float(np.mean([r[0] for r in scored])), delta1=float(np.mean([r[1] for r in scored])))
 
 

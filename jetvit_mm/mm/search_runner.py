@@ -44,10 +44,14 @@ def default_thresholds(metric: str) -> Tuple[float, float]:
 
 
 # Metric names each evaluator type reports (for the check before any scoring).
+def _names(value: object) -> list:
+    """A metric-kind option as a list: mmseg / mmdet accept one name as a plain string (``metric='bbox'``)."""
+    return [value] if isinstance(value, str) else list(value)
+
+
 EVALUATOR_METRICS = {
-    'IoUMetric': lambda cfg: ['aAcc', 'mAcc', 'mPrecision', 'mRecall']
-    + [m for m in cfg.get('iou_metrics', ['mIoU'])],
-    'CocoMetric': lambda cfg: [f'coco/{kind}_{name}' for kind in cfg.get('metric', ['bbox'])
+    'IoUMetric': lambda cfg: ['aAcc', 'mAcc', 'mPrecision', 'mRecall'] + _names(cfg.get('iou_metrics', ['mIoU'])),
+    'CocoMetric': lambda cfg: [f'coco/{kind}_{name}' for kind in _names(cfg.get('metric', ['bbox']))
                                for name in ('mAP', 'mAP_50', 'mAP_75', 'mAP_s', 'mAP_m', 'mAP_l')],
 }
 BACKBONE_KEYS = ('model_name', 'window_size', 'linear_cfg', 'embed_dim', 'depth', 'num_heads', 'qkv_bias',

@@ -15,7 +15,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checkpoints import check_saved_arch, depth_head_state, read_checkpoint, saved_backbone_arch, to_jetvit_names
+from .checkpoints import (
+    check_saved_arch,
+    check_saved_mixing,
+    depth_head_state,
+    read_checkpoint,
+    saved_backbone_arch,
+    to_jetvit_names,
+)
 from .heads.dpt import DPTHead, dpt_preset, head_state_from_checkpoint
 from .jetvit import JetViT
 
@@ -127,7 +134,9 @@ class JetViTDepthAnything(nn.Module):
     def load_checkpoint(self, path: Union[str, Path]) -> str:
         """Strictly load backbone and head from ``path``; returns the detected format."""
         raw, meta = read_checkpoint(path)
-        check_saved_arch(saved_backbone_arch(raw, meta), self.backbone.arch, path, what='hybrid')
+        meta = saved_backbone_arch(raw, meta)
+        check_saved_arch(meta, self.backbone.arch, path, what='hybrid')
+        check_saved_mixing(meta, self.backbone.build_args, path, what='hybrid')
         backbone, head, fmt = split_depth_checkpoint(raw, str(path))
         self.backbone.load_jetvit_state_dict(backbone, source=f'{path} ({fmt} format)')
         self.depth_head.load_head_state_dict(head, source=f'{path} (depth head)')

@@ -8,8 +8,15 @@ import torch
 from timm.layers import LayerScale
 from torch import nn
 
-from .checkpoints import check_saved_arch, check_state_keys, read_checkpoint, runner_backbone, to_jetvit_names
-from .mixers import build_mixer, mixing_differences, validate_arch
+from .checkpoints import (
+    check_saved_arch,
+    check_saved_mixing,
+    check_state_keys,
+    read_checkpoint,
+    runner_backbone,
+    to_jetvit_names,
+)
+from .mixers import build_mixer, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .variants import get_variant
 
@@ -235,23 +242,10 @@ class JetViT(nn.Module):
         """
         raw, meta = runner_backbone(*read_checkpoint(path), path)
         check_saved_arch(meta, self.arch, path)
-        self._check_saved_mixing(meta, path)
+        check_saved_mixing(meta, self.build_args, path)
         state, fmt = to_jetvit_names(raw)
         self.load_jetvit_state_dict(state, source=f'{path} ({fmt} format)')
         return fmt
-
-    def _check_saved_mixing(self, meta: Dict[str, Any], path: Union[str, Path]) -> None:
-        """Refuse a hybrid whose W window or L options (``meta['build_args']``: an export's, or the run's saved
-        config) differ from this model's: the weights would load and compute something else."""
-        saved_arch, saved_args = meta.get('jetvit_arch'), meta.get('build_args')
-        if not isinstance(saved_arch, str) or not isinstance(saved_args, dict):
-            return
-        differ = mixing_differences(saved_args, self.build_args, letters=saved_arch)
-        if differ:
-            saved = ', '.join(f'{k}={a!r}' for k, (a, _) in differ.items())
-            raise ValueError(f'{path} holds a JetViT built with {saved}, but this model has '
-                             + ', '.join(f'{k}={b!r}' for k, (_, b) in differ.items())
-                             + f': build it with the same {", ".join(differ)}')
 
     def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict') -> None:
         """Strict load of JetViT-named weights; the L mixers' new parameters may be absent (kept as initialised)."""
@@ -285,7 +279,8 @@ class JetViT(nn.Module):
         H, W = x.shape[-2:]
         if H % self.patch_size or W % self.patch_size:
             raise ValueError(f'input size {H}x{W} is not a multiple of the patch size {self.patch_size}; '
-                             f'pad or resize it (e.g. mmseg/mmdet data_preprocessor size_divisor={self.patch_size})')
+                             f'pad or resize it (mmseg: data_preprocessor size_divisor={self.patch_size}; mmdet: '
+                             f'data_preprocessor pad_size_divisor, a multiple of {self.patch_size})')
         return H // self.patch_size, W // self.patch_size
 
     def prepare_tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int], Optional[torch.Tensor]]:

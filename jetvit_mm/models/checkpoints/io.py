@@ -7,6 +7,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 
+from ..mixers import mixing_differences
+
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'teacher')
 # mmengine runner checkpoints that hold one JetViT: key prefix -> the model config key that built it
 RUNNER_PREFIXES = (('student.', 'student'), ('backbone.', 'backbone'))
@@ -142,16 +144,35 @@ def check_saved_arch(meta: Dict[str, Any], arch: str, path: Union[str, Path], wh
 
 
 def saved_backbone_arch(state: Dict[str, torch.Tensor], meta: Dict[str, Any]) -> Dict[str, Any]:
-    """``meta`` with ``jetvit_arch`` taken from the run's saved config when ``state`` is a runner checkpoint of a
-    model with a JetViT ``backbone`` (an mmseg segmentor / depth estimator) or of a ``JetViTDepthAnything``."""
+    """``meta`` with ``jetvit_arch`` (and ``build_args``: the window and L options) taken from the run's saved
+    config when ``state`` is a runner checkpoint of a model with a JetViT ``backbone`` (an mmseg segmentor / depth
+    estimator / mmdet detector) or of a ``JetViTDepthAnything``."""
     if 'jetvit_arch' in meta or not any(k.startswith('backbone.') for k in state):
         return meta
     model = saved_model_cfg(meta)
     backbone = model.get('backbone') if model else None
+    if not isinstance(backbone, dict) and model and str(model.get('type', '')).endswith('JetViTDepthAnything'):
+        backbone = model  # its JetViT arguments sit at the top level
     arch = backbone.get('arch') if isinstance(backbone, dict) else None
-    if arch is None and model and str(model.get('type', '')).endswith('JetViTDepthAnything'):
-        arch = model.get('arch')
-    return dict(meta, jetvit_arch=arch) if isinstance(arch, str) else meta
+    if not isinstance(arch, str):
+        return meta
+    return dict(meta, jetvit_arch=arch, build_args=meta.get('build_args', backbone))
+
+
+def check_saved_mixing(meta: Dict[str, Any], build_args: Dict[str, Any], path: Union[str, Path],
+                       what: str = 'JetViT') -> None:
+    """Refuse a hybrid whose W window or L options (``meta['build_args']``: an export's, or the run's saved config)
+    differ from ``build_args`` (the model's): these options have no parameters of their own, so the weights would
+    load and compute something else. Only the options of the letters in ``meta['jetvit_arch']`` count."""
+    saved_arch, saved_args = meta.get('jetvit_arch'), meta.get('build_args')
+    if not isinstance(saved_arch, str) or not isinstance(saved_args, dict):
+        return
+    differ = mixing_differences(saved_args, build_args, letters=saved_arch)
+    if differ:
+        saved = ', '.join(f'{k}={a!r}' for k, (a, _) in differ.items())
+        raise ValueError(f'{path} holds a {what} built with {saved}, but this model has '
+                         + ', '.join(f'{k}={b!r}' for k, (_, b) in differ.items())
+                         + f': build it with the same {", ".join(differ)}')
 
 
 def saved_model_cfg(meta: Dict[str, Any], model_key: Optional[str] = None) -> Optional[Dict[str, Any]]:

@@ -49,7 +49,8 @@ def dpt_preset(name: str) -> DPTPreset:
         match = re.fullmatch(r'dinov2_(vit[sblg])14', name)
         key = match.group(1) if match else name
     if key not in DPT_PRESETS:
-        raise ValueError(f'no DPT preset for {name!r}; valid: {", ".join(DPT_PRESETS)} or dinov2_vit{{s,b,l,g}}14')
+        raise ValueError(f'no DPT preset for {name!r}; valid: {", ".join(DPT_PRESETS)} or the backbone names '
+                         f'dinov2_vit{{s,b,l}}14')
     return DPT_PRESETS[key]
 
 

@@ -99,6 +99,7 @@ def mixing_args(args: Optional[Dict[str, Any]], letters: str = 'LW') -> Dict[str
                   if k in LINEAR_CFG_KEYS}
         linear.update(args.get('linear_cfg') or {})
         linear.pop('kernel_init')  # how the conv starts: trained weights compute the same either way
+        linear.pop('precision')  # where bf16 rounds under autocast: the same computation (a deployment switch)
         out.update({f'linear_cfg.{k}': v for k, v in linear.items()})
     return out
 
