@@ -211,7 +211,11 @@ def test_probe_config_protocol(name):
     assert tuple(model.data_preprocessor.size) == crop and model.data_preprocessor.test_cfg == dict(size_divisor=16)
     assert all(s % PATCH == 0 for s in crop)
     assert tuple(pipeline_step(cfg.train_dataloader.dataset.pipeline, 'RandomCrop')['crop_size']) == crop
-    assert not any(step['type'] == 'PhotoMetricDistortion' for step in cfg.train_dataloader.dataset.pipeline)
+    steps = [step['type'] for step in cfg.train_dataloader.dataset.pipeline]  # DINOv3's order and settings
+    assert steps[-3:] == ['RandomFlip', 'PhotoMetricDistortion', 'PackSegInputs']
+    distortion = pipeline_step(cfg.train_dataloader.dataset.pipeline, 'PhotoMetricDistortion')
+    assert (distortion['brightness_delta'], tuple(distortion['contrast_range']), tuple(distortion['saturation_range']),
+            distortion['hue_delta']) == (32, (0.5, 1.5), (0.5, 1.5), 90)
     assert cfg.train_dataloader.batch_size == 2 and cfg.val_dataloader.batch_size == 1  # x 8 GPUs = 16
     assert cfg.test_dataloader == cfg.val_dataloader and cfg.test_evaluator.type == 'IoUMetric'
 
@@ -284,6 +288,15 @@ def test_ade20k_config_reduces_zero_label_on_generated_data(tiny_ade20k, loader)
         item = dataset[index]
         gt = item['gt_seg_map'] if 'gt_seg_map' in item else item['data_samples'].gt_sem_seg.data[0].numpy()
         np.testing.assert_array_equal(gt, np.where(raw == 0, IGNORE, raw - 1))  # 0 -> 255, k -> k - 1
+
+
+def test_ade20k_distillation_crops_are_all_image(tiny_ade20k):
+    """Every distillation crop is a full 512x512 view of the image: a crop of a zoomed-out image would be padded to
+    512x512 by the data preprocessor, and the padding tokens would be distilled (ADE20K evaluation never sees them)."""
+    cfg = load(CONFIGS / 'jetvit' / 'dinov3_base_ade20k.py')
+    dataset = build_dataset(cfg.train_dataloader.dataset, tiny_ade20k, cfg.train_dataloader.dataset.pipeline)
+    shapes = {tuple(dataset[i % len(dataset)]['inputs'].shape[-2:]) for i in range(24)}
+    assert shapes == {(512, 512)}
 
 
 def test_probe_head_ignores_255():
@@ -361,12 +374,12 @@ def test_paper_schedule_is_constant_adam():
 def test_dinov3_schedule_warms_up_then_cosine():
     schedule = load(SCHEDULES['probe_dinov3_40k'])
     assert schedule.optim_wrapper.optimizer == dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999), weight_decay=1e-3)
-    assert schedule.optim_wrapper.clip_grad.max_norm == 35 and schedule.train_cfg.max_iters == 40000
+    assert schedule.optim_wrapper.get('clip_grad') is None and schedule.train_cfg.max_iters == 40000  # 'inf'
     start, mid_warmup, peak, mid, end = _lrs(schedule, [0, 750, 1500, 20750, 40000])
     assert start == pytest.approx(1e-9) and mid_warmup == pytest.approx(5e-4, rel=1e-3)
     assert peak == pytest.approx(1e-3)
-    assert mid == pytest.approx((1e-3 + 1e-3 / 25000) / 2, rel=1e-3)  # half way down the cosine
-    assert end == pytest.approx(1e-3 / 25000, rel=1e-3)
+    assert mid == pytest.approx(1e-3 / 2, rel=1e-3)  # half way down the cosine
+    assert end == pytest.approx(0., abs=1e-10)  # final_div_factor .inf (the last step is 1.7e-12)
 
 
 @pytest.mark.parametrize('name', ['base_ade20k', 'large_cityscapes'])

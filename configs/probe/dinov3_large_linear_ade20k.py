@@ -28,13 +28,17 @@ model = dict(
     decode_head=dict(num_classes=150),
     test_cfg=dict(mode='slide', crop_size=crop_size, stride=(341, 341)))
 
-# DINOv3's probe augmentation: random rescale, crop, flip (mmseg's base adds photometric distortion; not here)
+# DINOv3's probe augmentation (dinov3/eval/segmentation/transforms.py): random rescale, crop, flip, then its
+# photometric distortion: brightness +-32, contrast and saturation 0.5-1.5, hue over the whole circle (its
+# +-0.5 turn = +-90 in OpenCV's 0-180 hue units; mmseg's default is +-18), each with probability 0.5
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='LoadAnnotations', reduce_zero_label=True),
     dict(type='RandomResize', scale=(2048, 512), ratio_range=(0.5, 2.0), keep_ratio=True),
     dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
     dict(type='RandomFlip', prob=0.5),
+    dict(type='PhotoMetricDistortion', brightness_delta=32, contrast_range=(0.5, 1.5),
+         saturation_range=(0.5, 1.5), hue_delta=90),
     dict(type='PackSegInputs'),
 ]
 train_dataloader = dict(batch_size=2, num_workers=4, dataset=dict(pipeline=train_pipeline))
