@@ -96,6 +96,11 @@ def _normalise_median(x: Tensor, valid: Tensor, eps: float = 1e-6) -> Tensor:
     return (x - median) / ((values - median).abs().mean() + eps)
 
 
+def _check_ignore_top(ignore_top: float) -> None:
+    if not 0. <= ignore_top < 1.:
+        raise ValueError(f'ignore_top is a fraction of the pixels in [0, 1), got {ignore_top}')
+
+
 def ssi_loss(pred: Tensor, target: Tensor, valid: Tensor, ignore_top: float = 0.
              ) -> Tuple[Tensor, List[Tensor], Tensor]:
     """Scale-and-shift-invariant loss of ``[B, H, W]`` disparities: mean over images of the mean absolute
@@ -103,8 +108,7 @@ def ssi_loss(pred: Tensor, target: Tensor, valid: Tensor, ignore_top: float = 0.
     largest difference left out of the loss (DepthAnythingV2 drops the top 10 % on pseudo-labelled images, where
     the labels are noisiest). Also returns the per-image residual maps (zero where not counted) and the counted
     pixels."""
-    if not 0. <= ignore_top < 1.:
-        raise ValueError(f'ignore_top is a fraction of the pixels in [0, 1), got {ignore_top}')
+    _check_ignore_top(ignore_top)
     losses, residuals, counted = [], [], []
     for p, t, m in zip(pred, target, valid):
         if not m.any():
@@ -152,8 +156,7 @@ class ScaleShiftInvariantLoss(nn.Module):
     def __init__(self, loss_weight: float = 1.0, gradient_weight: float = 0.0, scales: int = 4,
                  ignore_top: float = 0., loss_name: str = 'loss_ssi') -> None:
         super().__init__()
-        if not 0. <= ignore_top < 1.:
-            raise ValueError(f'ignore_top is a fraction of the pixels in [0, 1), got {ignore_top}')
+        _check_ignore_top(ignore_top)  # at build time, not at the first step
         self.loss_weight, self.gradient_weight, self.scales = loss_weight, gradient_weight, scales
         self.ignore_top = ignore_top
         self._loss_name = loss_name
