@@ -18,9 +18,12 @@ from jetvit_mm.datasets import (
     NYU_SCENES,
     make_ade20k,
     make_cityscapes,
+    make_cityscapes_depth,
     make_coco,
     make_da2k,
     make_depth,
+    make_diode,
+    make_sintel_depth,
 )
 
 GENERATORS = {
@@ -29,6 +32,9 @@ GENERATORS = {
     'coco': make_coco,
     'nyu': make_depth,
     'da2k': make_da2k,
+    'diode': make_diode,
+    'sintel': make_sintel_depth,
+    'cityscapes_depth': make_cityscapes_depth,
 }
 
 
@@ -77,6 +83,10 @@ def test_unknown_split_raises(tmp_path):
         make_ade20k(tmp_path, splits={'train': 1})
     with pytest.raises(ValueError, match='valid scenes'):
         make_da2k(tmp_path, scenes=('kitchen',))
+    with pytest.raises(ValueError, match=r"unknown scene type\(s\) \['indoor'\]; valid are \['indoors', 'outdoor'\]"):
+        make_diode(tmp_path, scene_types=('indoor',))
+    with pytest.raises(ValueError, match='valid splits'):
+        make_cityscapes_depth(tmp_path, splits={'training': 1})
 
 
 def test_import_is_cheap():

@@ -15,6 +15,7 @@
 # Preprocessing as DepthAnythingV2: short side resized to 518 keeping the aspect ratio, both sides multiples of 14
 # (NYU 480x640 -> 518x686), cv2 bicubic, ImageNet mean/std; the disparity is resized back to the original size
 # (bilinear, align_corners=True), where the metric compares (no Eigen crop).
+# The paper's zero-shot sets at their original resolution: depthanything_large_eval_{diode,sintel,cityscapes}.py.
 _base_ = ['mmseg::_base_/default_runtime.py']
 custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
 

@@ -20,6 +20,8 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 from PIL import Image, ImageDraw
 
+from .depth_formats import depth_to_cityscapes_disparity, write_sintel_dpt
+
 PathLike = Union[str, Path]
 Size = Tuple[int, int]  # (height, width)
 Box = Tuple[int, int, int, int]  # (x0, y0, x1, y1), inclusive
@@ -83,6 +85,17 @@ NYU_DEPTH_SCALE = 1000  # depth PNGs hold millimetres
 DA2K_SCENES = (
     'indoor', 'outdoor', 'non_real', 'transparent_reflective', 'adverse_style', 'aerial', 'underwater', 'object',
 )  # fmt: skip
+
+#: DIODE's two scene types (folders under each split).
+DIODE_SCENE_TYPES = ('indoors', 'outdoor')
+#: A few of the 23 scenes of MPI Sintel's training set (its depth ground truth covers the training set only).
+SINTEL_SCENES = ('alley_1', 'bamboo_2', 'market_6')
+SINTEL_PASSES = ('clean', 'final')
+#: A real Cityscapes ``*_camera.json`` (one of the Frankfurt sequences).
+CITYSCAPES_CAMERA = MappingProxyType({
+    'extrinsic': {'baseline': 0.209313, 'pitch': 0.038, 'roll': 0.0, 'x': 1.7, 'y': 0.1, 'yaw': -0.0195, 'z': 1.22},
+    'intrinsic': {'fx': 2262.52, 'fy': 2265.3017905988554, 'u0': 1096.98, 'v0': 513.137},
+})  # fmt: skip
 
 CITYSCAPES_SPLITS = MappingProxyType({'train': 4, 'val': 2})
 ADE20K_SPLITS = MappingProxyType({'training': 4, 'validation': 2})
@@ -480,4 +493,111 @@ def make_da2k(
             if save_depth:
                 _save_png(root / 'depth' / scene / f'{index:04d}.png', depth_to_png16(depth))
     _write_json(root / 'annotations.json', annotations)
+    return root
+
+
+# ----------------------------------------------------------------------------------------------
+# Zero-shot depth benchmarks at their original resolution (the JetViT paper's Table 4):
+# DIODE, MPI Sintel, Cityscapes disparity.
+# ----------------------------------------------------------------------------------------------
+
+
+def _holes(rng: np.random.Generator, size: Size) -> np.ndarray:
+    """1-3 small blobs without ground truth (True there)."""
+    holes = np.zeros(size, bool)
+    for _ in range(int(rng.integers(1, 4))):
+        x0, y0, x1, y1 = _random_box(rng, size, 0.02, 0.08, min_px=2)
+        holes[y0 : y1 + 1, x0 : x1 + 1] = True
+    return holes
+
+
+def make_diode(
+    root: PathLike,
+    split: str = 'val',
+    scans_per_type: int = 1,
+    views_per_scan: int = 2,
+    size: Size = (96, 128),
+    scene_types: Sequence[str] = DIODE_SCENE_TYPES,
+    seed: int = 0,
+) -> Path:
+    """Write a tiny DIODE depth split; return ``root``.
+
+    ``{split}/{indoors|outdoor}/scene_{s:05d}/scan_{c:05d}/{s:05d}_{c:05d}_{type}_{pos:03d}_{view:03d}.png`` with
+    ``<name>_depth.npy`` (float32 metres, H x W x 1) and ``<name>_depth_mask.npy`` (float32, 1 = valid). Real images
+    are 768x1024. The depth under a 0 in the mask is left non-zero here, so only the mask says what is valid.
+    Outdoor scenes are ten times deeper than indoor ones.
+    """
+    _check_splits({split: 1}, ('train', 'val'), 'diode')
+    unknown = sorted(set(scene_types) - set(DIODE_SCENE_TYPES))
+    if unknown:
+        raise ValueError(f'diode: unknown scene type(s) {unknown}; valid are {list(DIODE_SCENE_TYPES)}')
+    root = Path(root)
+    for t, scene_type in enumerate(scene_types):
+        for scan in range(scans_per_type):
+            scene_id, scan_id = 19 + 10 * t + scan, 183 + 10 * t + scan
+            folder = root / split / scene_type / f'scene_{scene_id:05d}' / f'scan_{scan_id:05d}'
+            for view in range(views_per_scan):
+                rng = _sample_rng(seed, 'diode', split, scene_type, scan, view)
+                rgb, depth, _ = depth_scene(rng, size)
+                depth = depth * (10. if scene_type == 'outdoor' else 1.)
+                name = f'{scene_id:05d}_{scan_id:05d}_{scene_type}_{view // 4:03d}_{view % 4:03d}'
+                _save_png(folder / f'{name}.png', rgb)
+                np.save(folder / f'{name}_depth.npy', depth[..., None].astype(np.float32))
+                np.save(folder / f'{name}_depth_mask.npy', (~_holes(rng, size)).astype(np.float32))
+    return root
+
+
+def make_sintel_depth(
+    root: PathLike,
+    scenes: Sequence[str] = SINTEL_SCENES[:2],
+    frames: int = 2,
+    size: Size = (44, 104),
+    seed: int = 0,
+) -> Path:
+    """Write a tiny MPI Sintel training set with depth; return ``root``.
+
+    ``training/{clean,final}/{scene}/frame_{i:04d}.png`` (the images of MPI-Sintel-complete; ``final`` adds noise
+    here where the real pass adds blur and atmosphere) and ``training/depth/{scene}/frame_{i:04d}.dpt`` (the depth
+    release's format), frames numbered from 1. Real frames are 436x1024. Depth is dense, 2.4-24 units.
+    """
+    root = Path(root)
+    for scene in scenes:
+        for frame in range(1, frames + 1):
+            rng = _sample_rng(seed, 'sintel', scene, frame)
+            rgb, depth, _ = depth_scene(rng, size)
+            name = f'frame_{frame:04d}'
+            _save_png(root / 'training' / 'clean' / scene / f'{name}.png', rgb)
+            final = np.clip(rgb.astype(np.int16) + rng.integers(-10, 11, size=rgb.shape), 0, 255).astype(np.uint8)
+            _save_png(root / 'training' / 'final' / scene / f'{name}.png', final)
+            write_sintel_dpt(root / 'training' / 'depth' / scene / f'{name}.dpt', 3. * depth)
+    return root
+
+
+def make_cityscapes_depth(
+    root: PathLike,
+    splits: Mapping[str, int] = MappingProxyType({'val': 2}),
+    size: Size = (128, 256),
+    seed: int = 0,
+) -> Path:
+    """Write a tiny Cityscapes with disparity ground truth; return ``root``.
+
+    ``leftImg8bit/{split}/{city}/{stem}_leftImg8bit.png``, ``disparity/{split}/{city}/{stem}_disparity.png`` (uint16,
+    ``p = 256 * disparity + 1``, 0 = no measurement) and ``camera/{split}/{city}/{stem}_camera.json``
+    (:data:`CITYSCAPES_CAMERA`). Real images are 1024x2048. Depth is 8-80 m.
+    """
+    _check_splits(splits, tuple(CITYSCAPES_DEFAULT_CITIES), 'cityscapes')
+    root = Path(root)
+    baseline, fx = CITYSCAPES_CAMERA['extrinsic']['baseline'], CITYSCAPES_CAMERA['intrinsic']['fx']
+    for split, count in splits.items():
+        cities = CITYSCAPES_DEFAULT_CITIES[split]
+        for index in range(count):
+            rng = _sample_rng(seed, 'cityscapes_depth', split, index)
+            city = cities[index % len(cities)]
+            stem = f'{city}_{index:06d}_{19:06d}'
+            rgb, depth, _ = depth_scene(rng, size)
+            raw = depth_to_cityscapes_disparity(10. * depth, baseline, fx)
+            raw[_holes(rng, size)] = 0
+            _save_png(root / 'leftImg8bit' / split / city / f'{stem}_leftImg8bit.png', rgb)
+            _save_png(root / 'disparity' / split / city / f'{stem}_disparity.png', raw)
+            _write_json(root / 'camera' / split / city / f'{stem}_camera.json', dict(CITYSCAPES_CAMERA))
     return root

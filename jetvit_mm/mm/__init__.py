@@ -22,9 +22,10 @@ from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
 from .registry import registered_types
 from .seg_heads import LinearProbeHead
+from .zero_shot_depth import CityscapesDepthDataset, DIODEDepthDataset, LoadZeroShotDepth, SintelDepthDataset
 
-__all__ = ['AffineInvariantDepthMetric', 'DA2KDataset', 'DA2KMetric', 'DPTDepthHead', 'DepthAnythingResize',
-           'JetViTDepthAnything', 'PseudoLabelDepthEstimator', 'ScaleShiftInvariantLoss',
-           'FeatureDistiller', 'JetViT', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
-           'SimpleFeaturePyramid', 'SupernetSamplerHook', 'check_checkpoint_fits', 'enable_runner_checkpoint_loading',
-           'load_local_checkpoint', 'registered_types']
+__all__ = ['AffineInvariantDepthMetric', 'CityscapesDepthDataset', 'DA2KDataset', 'DA2KMetric', 'DIODEDepthDataset',
+           'DPTDepthHead', 'DepthAnythingResize', 'FeatureDistiller', 'JetViT', 'JetViTDepthAnything', 'JetViTSupernet',
+           'LayerDecayOptimWrapperConstructor', 'LinearProbeHead', 'LoadZeroShotDepth', 'PseudoLabelDepthEstimator',
+           'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid', 'SintelDepthDataset', 'SupernetSamplerHook',
+           'check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'registered_types']

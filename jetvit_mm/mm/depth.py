@@ -293,21 +293,26 @@ class DepthAnythingResize(BaseTransform):
     """DepthAnythingV2's test-time resize of ``img``: short side to ``size`` keeping the aspect ratio, both sides
     rounded to multiples of ``multiple`` (never below ``size``), cv2 bicubic on float pixels (no uint8 rounding).
 
+    ``size=None`` keeps each image's own short side: the original resolution, only rounded to the patch grid
+    (``infer_image(image, input_size=min(h, w))``; DIODE 768x1024 -> 770x1022, Sintel 436x1024 -> 448x1022,
+    Cityscapes 1024x2048 -> 1036x2044), the JetViT paper's protocol for DIODE, Sintel and Cityscapes.
+
     Ground-truth maps keep their size: the estimator resizes the prediction back to the original image size
     (bilinear, align_corners=True), where metrics compare. Any image size works, multiples of 14 or not.
     """
 
-    def __init__(self, size: int = 518, multiple: int = 14, interpolation: str = 'bicubic') -> None:
+    def __init__(self, size: Optional[int] = 518, multiple: int = 14, interpolation: str = 'bicubic') -> None:
         if interpolation not in cv2_interp_codes:
             raise ValueError(f'unknown interpolation {interpolation!r}; valid: {", ".join(cv2_interp_codes)}')
-        if not (isinstance(size, int) and isinstance(multiple, int) and size > 0 and multiple > 0):
-            raise ValueError(f'size and multiple must be positive ints, got size={size!r}, multiple={multiple!r}')
+        if not ((size is None or isinstance(size, int) and size > 0) and isinstance(multiple, int) and multiple > 0):
+            raise ValueError(f'size must be a positive int or None (original resolution) and multiple a positive '
+                             f'int, got size={size!r}, multiple={multiple!r}')
         self.size, self.multiple, self.interpolation = size, multiple, interpolation
 
     def transform(self, results: dict) -> dict:
         img = results['img']
         h, w = img.shape[:2]
-        new_h, new_w = depth_anything_input_size(h, w, self.size, self.multiple)
+        new_h, new_w = depth_anything_input_size(h, w, min(h, w) if self.size is None else self.size, self.multiple)
         results['img'] = mmcv.imresize(img.astype(np.float32), (new_w, new_h), interpolation=self.interpolation,
                                        backend='cv2')
         results['img_shape'] = (new_h, new_w)

@@ -27,6 +27,10 @@ examples = dict(
     ScaleShiftInvariantLoss=dict(type='ScaleShiftInvariantLoss', gradient_weight=2.0),
     DepthAnythingResize=dict(type='DepthAnythingResize', size=518),
     DA2KDataset=dict(type='DA2KDataset', data_root='data/da2k', lazy_init=True),
+    DIODEDepthDataset=dict(type='DIODEDepthDataset', data_root='data/diode', scene_types=('indoors',), lazy_init=True),
+    SintelDepthDataset=dict(type='SintelDepthDataset', data_root='data/sintel', lazy_init=True),
+    CityscapesDepthDataset=dict(type='CityscapesDepthDataset', data_root='data/cityscapes', lazy_init=True),
+    LoadZeroShotDepth=dict(type='LoadZeroShotDepth'),
     AffineInvariantDepthMetric=dict(type='AffineInvariantDepthMetric', max_depth=10.0),
     DA2KMetric=dict(type='DA2KMetric'),
 )

@@ -1,0 +1,27 @@
+# DepthAnythingV2-L (or a searched JetViT-DepthAnything-L hybrid) on MPI Sintel (the training set, the only one with
+# depth; final pass) under the zero-shot relative-depth protocol of depthanything_large_eval.py, at the frames'
+# original resolution as in the JetViT paper's Table 4 (436x1024 runs at 448x1022: the short side kept, both sides
+# rounded to multiples of 14).
+#   python tools/test.py configs/jetvit/depthanything_large_eval_sintel.py work_dirs/depth_anything_v2_vitl_mmseg.pth
+# Data: MPI-Sintel-complete (training/final/<scene>/frame_XXXX.png) and MPI-Sintel-depth-training
+# (training/depth/<scene>/frame_XXXX.dpt) unpacked into data/sintel. The clean pass:
+#   --cfg-options test_dataloader.dataset.data_prefix.img_path=training/clean
+# Depth range: up to 72 units, the cap MiDaS used on Sintel as we recall it (the paper does not state its range;
+# change it with --cfg-options test_evaluator.max_depth=...).
+_base_ = ['./depthanything_large_eval.py']
+
+data_root = 'data/sintel'
+meta_keys = ('img_path', 'depth_map_path', 'ori_shape', 'img_shape', 'pad_shape', 'scale_factor', 'flip',
+             'flip_direction')
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadZeroShotDepth'),
+    dict(type='DepthAnythingResize', size=None, multiple=14),  # None: each image's own short side
+    dict(type='PackSegInputs', meta_keys=meta_keys),
+]
+val_dataloader = dict(dataset=dict(
+    _delete_=True, type='SintelDepthDataset', data_root=data_root, test_mode=True, pipeline=test_pipeline,
+    data_prefix=dict(img_path='training/final', depth_map_path='training/depth')))
+test_dataloader = val_dataloader
+val_evaluator = dict(type='AffineInvariantDepthMetric', min_depth=1e-3, max_depth=72.0)
+test_evaluator = val_evaluator
