@@ -259,6 +259,14 @@ def test_affine_invariant_metric_known_values():
     assert result == pytest.approx(dict(abs_rel=(abs_rel_a + abs_rel_b) / 2, delta1=(delta1_a + delta1_b) / 2),
                                    abs=1e-6)
     assert AffineInvariantDepthMetric.higher_is_better == {'abs_rel': False, 'delta1': True}
+    # the same aligned maps scored as disparities (GT disparity 1 / gt): A [101/110, 101/110, 47/110, 0.1] against
+    # [1, 1, 0.1, 0.1]; B 0.75 everywhere against [1, 1, 0.5, 0.5]
+    metric = AffineInvariantDepthMetric(min_depth=1e-3, max_depth=10., space='disparity')
+    metric.process({}, [image_a, image_b, empty])
+    assert metric.compute_metrics(metric.results) == pytest.approx(
+        dict(abs_rel=((2 * 9 / 110 + 36 / 11) / 4 + 0.375) / 2, delta1=(3 / 4 + 0.) / 2), abs=1e-6)
+    with pytest.raises(ValueError, match=r"unknown space 'inverse'; valid: depth, disparity"):
+        AffineInvariantDepthMetric(space='inverse')
     # a prediction that is NaN / infinite where the GT is valid fails its image; outside the valid GT it is ignored
     # (the ground truth alone decides which pixels count)
     half_nan = sample([[1., float('nan'), 0., -1.]], [[1., 1., 10., 10.]])

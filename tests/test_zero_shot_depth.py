@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from mmengine.config import Config
 
 from jetvit_mm.datasets import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth
 from jetvit_mm.datasets.depth_formats import (
@@ -142,7 +143,8 @@ def test_datasets_pair_files_and_load_the_ground_truth(data):
             assert 0 < (gt == 0).mean() < 0.2 or dataset is sintel  # holes without ground truth (Sintel is dense)
     # the generators' metric ranges: DIODE outdoor ten times indoor, Cityscapes street scale
     city = load(dict(cityscapes.get_data_info(0)))['gt_depth_map']
-    assert 7. < city[city > 0].min() and city.max() < 81.
+    assert 7. < city[city > 0].min() and city[(city > 0) & (city < 100)].max() < 81.
+    assert np.isclose(city.max(), 110., rtol=0.01)  # the far band beyond the configs' 80 m
 
 
 def test_dataset_errors_name_the_problem(data, tmp_path):
@@ -241,6 +243,8 @@ def test_shipped_zero_shot_config_through_tools_test(name, data, checkpoint, tmp
         f'test_dataloader.dataset.data_root={data[name]}')
     metrics = json.loads(out.read_text())
     assert set(metrics) == {'abs_rel', 'delta1'}
+    evaluator = Config.fromfile(REPO / 'configs' / 'jetvit' / f'depthanything_large_eval_{name}.py').test_evaluator
+    assert (evaluator.min_depth, evaluator.max_depth) == CASES[name][0]  # the protocol the reference uses
     assert 0 < metrics['abs_rel'] < np.inf and 0 <= metrics['delta1'] <= 1
     assert metrics == pytest.approx(reference_metrics(original, data[name], name), abs=1e-5)
     assert not re.search(r'NaN or infinite|no valid depth', proc.stdout + proc.stderr)

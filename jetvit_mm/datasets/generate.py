@@ -91,7 +91,7 @@ DIODE_SCENE_TYPES = ('indoors', 'outdoor')
 #: A few of the 23 scenes of MPI Sintel's training set (its depth ground truth covers the training set only).
 SINTEL_SCENES = ('alley_1', 'bamboo_2', 'market_6')
 SINTEL_PASSES = ('clean', 'final')
-#: A real Cityscapes ``*_camera.json`` (one of the Frankfurt sequences).
+#: The values of a real Cityscapes ``*_camera.json``.
 CITYSCAPES_CAMERA = MappingProxyType({
     'extrinsic': {'baseline': 0.209313, 'pitch': 0.038, 'roll': 0.0, 'x': 1.7, 'y': 0.1, 'yaw': -0.0195, 'z': 1.22},
     'intrinsic': {'fx': 2262.52, 'fy': 2265.3017905988554, 'u0': 1096.98, 'v0': 513.137},
@@ -524,8 +524,10 @@ def make_diode(
 
     ``{split}/{indoors|outdoor}/scene_{s:05d}/scan_{c:05d}/{s:05d}_{c:05d}_{type}_{pos:03d}_{view:03d}.png`` with
     ``<name>_depth.npy`` (float32 metres, H x W x 1) and ``<name>_depth_mask.npy`` (float32, 1 = valid). Real images
-    are 768x1024. The depth under a 0 in the mask is left non-zero here, so only the mask says what is valid.
-    Outdoor scenes are ten times deeper than indoor ones.
+    are 768x1024; the two last name fields are multiples of 10, as in the release. The depth under a 0 in the mask is
+    left non-zero here, so only the mask says what is valid. Outdoor scenes are ten times deeper than indoor ones,
+    and each image has a valid patch outside the scanner's 0.6-350 m range (0.3 m indoors, 400 m outdoors), so an
+    evaluation's depth range changes its score.
     """
     _check_splits({split: 1}, ('train', 'val'), 'diode')
     unknown = sorted(set(scene_types) - set(DIODE_SCENE_TYPES))
@@ -540,7 +542,9 @@ def make_diode(
                 rng = _sample_rng(seed, 'diode', split, scene_type, scan, view)
                 rgb, depth, _ = depth_scene(rng, size)
                 depth = depth * (10. if scene_type == 'outdoor' else 1.)
-                name = f'{scene_id:05d}_{scan_id:05d}_{scene_type}_{view // 4:03d}_{view % 4:03d}'
+                x0, y0, x1, y1 = _random_box(rng, size, 0.05, 0.1, min_px=2)
+                depth[y0 : y1 + 1, x0 : x1 + 1] = 400. if scene_type == 'outdoor' else 0.3
+                name = f'{scene_id:05d}_{scan_id:05d}_{scene_type}_{10 * (view // 4):03d}_{10 * (view % 4):03d}'
                 _save_png(folder / f'{name}.png', rgb)
                 np.save(folder / f'{name}_depth.npy', depth[..., None].astype(np.float32))
                 np.save(folder / f'{name}_depth_mask.npy', (~_holes(rng, size)).astype(np.float32))
@@ -558,18 +562,21 @@ def make_sintel_depth(
 
     ``training/{clean,final}/{scene}/frame_{i:04d}.png`` (the images of MPI-Sintel-complete; ``final`` adds noise
     here where the real pass adds blur and atmosphere) and ``training/depth/{scene}/frame_{i:04d}.dpt`` (the depth
-    release's format), frames numbered from 1. Real frames are 436x1024. Depth is dense, 2.4-24 units.
+    release's format), frames numbered from 1. Real frames are 436x1024. Depth is dense, 2.4-24 units, except a far
+    band in the top rows at 100 units, beyond the 72-unit cap of the shipped config, so the cap changes the score.
     """
     root = Path(root)
     for scene in scenes:
         for frame in range(1, frames + 1):
             rng = _sample_rng(seed, 'sintel', scene, frame)
             rgb, depth, _ = depth_scene(rng, size)
+            depth = 3. * depth
+            depth[: max(1, size[0] // 8)] = 100.
             name = f'frame_{frame:04d}'
             _save_png(root / 'training' / 'clean' / scene / f'{name}.png', rgb)
             final = np.clip(rgb.astype(np.int16) + rng.integers(-10, 11, size=rgb.shape), 0, 255).astype(np.uint8)
             _save_png(root / 'training' / 'final' / scene / f'{name}.png', final)
-            write_sintel_dpt(root / 'training' / 'depth' / scene / f'{name}.dpt', 3. * depth)
+            write_sintel_dpt(root / 'training' / 'depth' / scene / f'{name}.dpt', depth)
     return root
 
 
@@ -583,7 +590,8 @@ def make_cityscapes_depth(
 
     ``leftImg8bit/{split}/{city}/{stem}_leftImg8bit.png``, ``disparity/{split}/{city}/{stem}_disparity.png`` (uint16,
     ``p = 256 * disparity + 1``, 0 = no measurement) and ``camera/{split}/{city}/{stem}_camera.json``
-    (:data:`CITYSCAPES_CAMERA`). Real images are 1024x2048. Depth is 8-80 m.
+    (:data:`CITYSCAPES_CAMERA`). Real images are 1024x2048. Depth is 8-80 m, except a far band in the top rows at
+    ~110 m, beyond the 80 m cap of the shipped config, so the cap changes the score.
     """
     _check_splits(splits, tuple(CITYSCAPES_DEFAULT_CITIES), 'cityscapes')
     root = Path(root)
@@ -596,6 +604,7 @@ def make_cityscapes_depth(
             stem = f'{city}_{index:06d}_{19:06d}'
             rgb, depth, _ = depth_scene(rng, size)
             raw = depth_to_cityscapes_disparity(10. * depth, baseline, fx)
+            raw[: max(1, size[0] // 8)] = depth_to_cityscapes_disparity(np.float32([110.]), baseline, fx)[0]
             raw[_holes(rng, size)] = 0
             _save_png(root / 'leftImg8bit' / split / city / f'{stem}_leftImg8bit.png', rgb)
             _save_png(root / 'disparity' / split / city / f'{stem}_disparity.png', raw)

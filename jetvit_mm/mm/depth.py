@@ -58,8 +58,11 @@ def fit_scale_shift(pred: Tensor, target: Tensor) -> Tuple[float, float]:
     return float(scale), float(g_mean - scale * p_mean)
 
 
+SPACES = ('depth', 'disparity')
+
+
 def affine_invariant_errors(pred_disparity: Tensor, gt_depth: Tensor, min_depth: float = 1e-3,
-                            max_depth: Optional[float] = None, min_disparity: float = 1e-3
+                            max_depth: Optional[float] = None, min_disparity: float = 1e-3, space: str = 'depth'
                             ) -> Optional[Tuple[float, float]]:
     """``(AbsRel, delta1)`` of one image under the zero-shot relative-depth protocol; None without valid pixels.
 
@@ -68,7 +71,13 @@ def affine_invariant_errors(pred_disparity: Tensor, gt_depth: Tensor, min_depth:
     ``>= min_disparity``; inverted; clipped to ``[min_depth, max_depth]``; then ``AbsRel = mean |d - gt| / gt`` and
     ``delta1 = mean(max(d/gt, gt/d) < 1.25)``. A prediction that is NaN or infinite at a valid pixel has no
     alignment: the image scores ``(inf, 0.0)``, so a numerically broken model can never look good.
+
+    ``space='disparity'`` scores the same aligned, clipped map as disparity against the GT disparity (``1 / gt``),
+    without inverting: DepthAnything's author says their relative-depth tables are computed in disparity space
+    (no official script exists). The default ``'depth'`` is the MiDaS protocol.
     """
+    if space not in SPACES:
+        raise ValueError(f'unknown space {space!r}; valid: {", ".join(SPACES)}')
     if pred_disparity.shape != gt_depth.shape:
         raise ValueError(f'prediction {tuple(pred_disparity.shape)} and ground truth {tuple(gt_depth.shape)} differ')
     gt = gt_depth.double()
@@ -84,6 +93,8 @@ def affine_invariant_errors(pred_disparity: Tensor, gt_depth: Tensor, min_depth:
     scale, shift = fit_scale_shift(pred, 1. / gt)
     depth = 1. / (scale * pred + shift).clamp(min=min_disparity)
     depth = depth.clamp(min=min_depth, max=max_depth)
+    if space == 'disparity':
+        depth, gt = 1. / depth, 1. / gt  # the aligned disparity, clipped to [1 / max_depth, 1 / min_depth]
     abs_rel = ((depth - gt).abs() / gt).mean()
     delta1 = (torch.maximum(depth / gt, gt / depth) < 1.25).double().mean()
     return float(abs_rel), float(delta1)
@@ -405,15 +416,19 @@ class AffineInvariantDepthMetric(BaseMetric):
     Args:
         min_depth, max_depth: the dataset's valid depth range (e.g. NYU 1e-3 / 10 m); predictions are clipped to it.
         min_disparity: aligned disparities are clipped at this value before inversion.
+        space: ``'depth'`` (default, MiDaS) or ``'disparity'`` (the errors of the aligned disparity, as DepthAnything
+            states it reports).
     """
 
     higher_is_better = {'abs_rel': False, 'delta1': True}
     default_prefix = None
 
     def __init__(self, min_depth: float = 1e-3, max_depth: Optional[float] = None, min_disparity: float = 1e-3,
-                 collect_device: str = 'cpu', prefix: Optional[str] = None) -> None:
+                 space: str = 'depth', collect_device: str = 'cpu', prefix: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
-        self.min_depth, self.max_depth, self.min_disparity = min_depth, max_depth, min_disparity
+        if space not in SPACES:
+            raise ValueError(f'AffineInvariantDepthMetric: unknown space {space!r}; valid: {", ".join(SPACES)}')
+        self.min_depth, self.max_depth, self.min_disparity, self.space = min_depth, max_depth, min_disparity, space
 
     def process(self, data_batch: dict, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:
@@ -422,7 +437,7 @@ class AffineInvariantDepthMetric(BaseMetric):
             if pred.shape != gt.shape:
                 raise ValueError(f'{sample.get("img_path")}: prediction {tuple(pred.shape)} and ground truth '
                                  f'{tuple(gt.shape)} differ in size')
-            errors = affine_invariant_errors(pred, gt, self.min_depth, self.max_depth, self.min_disparity)
+            errors = affine_invariant_errors(pred, gt, self.min_depth, self.max_depth, self.min_disparity, self.space)
             if errors is not None and math.isinf(errors[0]):
                 MMLogger.get_current_instance().warning(
                     f'{sample.get("img_path")}: the prediction is NaN or infinite at '
