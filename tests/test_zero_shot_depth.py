@@ -194,6 +194,18 @@ IMAGES = {'diode': 'val/*/scene_*/scan_*/*.png', 'sintel': 'training/final/*/fra
           'cityscapes': 'leftImg8bit/val/*/*_leftImg8bit.png'}
 
 
+CONFIGS = REPO / 'configs' / 'jetvit'
+# the shipped configs with the backbone and the head shrunk to the tiny checkpoint's widths
+SHRINK = [*(f'model.backbone.{k}={v}' for k, v in (('embed_dim', 32), ('depth', 4), ('num_heads', 2))),
+          'model.backbone.out_indices=(0,1,2,3)', 'model.decode_head.in_channels=32',
+          f'model.decode_head.features={TINY_HEAD["features"]}',
+          f'model.decode_head.out_channels={list(TINY_HEAD["out_channels"])}']
+
+
+def single_process(split: str) -> list:
+    return [f'{split}_dataloader.num_workers=0', f'{split}_dataloader.persistent_workers=False']
+
+
 @pytest.fixture(scope='module')
 def checkpoint(tmp_path_factory):
     root = tmp_path_factory.mktemp('zero_shot_ckpt')
@@ -232,19 +244,37 @@ def test_shipped_zero_shot_config_through_tools_test(name, data, checkpoint, tmp
     shipped): tools/test.py's AbsRel / delta1 equal the independent recomputation."""
     mmseg_ckpt, original = checkpoint
     out = tmp_path / 'metrics.json'
-    proc = run_tool(
-        'test.py', REPO / 'configs' / 'jetvit' / f'depthanything_large_eval_{name}.py', mmseg_ckpt,
-        '--work-dir', tmp_path, '--out', out, '--cfg-options',
-        *(f'model.backbone.{k}={v}' for k, v in (('embed_dim', 32), ('depth', 4), ('num_heads', 2))),
-        'model.backbone.out_indices=(0,1,2,3)', 'model.decode_head.in_channels=32',
-        f'model.decode_head.features={TINY_HEAD["features"]}',
-        f'model.decode_head.out_channels={list(TINY_HEAD["out_channels"])}',
-        'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False',
-        f'test_dataloader.dataset.data_root={data[name]}')
+    config = CONFIGS / f'depthanything_large_eval_{name}.py'
+    proc = run_tool('test.py', config, mmseg_ckpt, '--work-dir', tmp_path, '--out', out, '--cfg-options', *SHRINK,
+                    *single_process('test'), f'test_dataloader.dataset.data_root={data[name]}')
     metrics = json.loads(out.read_text())
     assert set(metrics) == {'abs_rel', 'delta1'}
-    evaluator = Config.fromfile(REPO / 'configs' / 'jetvit' / f'depthanything_large_eval_{name}.py').test_evaluator
+    evaluator = Config.fromfile(config).test_evaluator
     assert (evaluator.min_depth, evaluator.max_depth) == CASES[name][0]  # the protocol the reference uses
     assert 0 < metrics['abs_rel'] < np.inf and 0 <= metrics['delta1'] <= 1
     assert metrics == pytest.approx(reference_metrics(original, data[name], name), abs=1e-5)
     assert not re.search(r'NaN or infinite|no valid depth', proc.stdout + proc.stderr)
+
+
+def test_search_scores_archs_by_a_zero_shot_set(data, checkpoint, tmp_path):
+    """tools/search.py takes a zero-shot config as its evaluation: Step 1 on DIODE AbsRel (lower is better, as the
+    metric declares) after a supernet distillation, and the best arch is the lowest score."""
+    from jetvit_mm.datasets import make_depth
+
+    from .test_depth import load_search_tool
+
+    mmseg_ckpt, original = checkpoint
+    nyu = make_depth(tmp_path / 'nyu', splits={'train': 4}, size=(48, 64), seed=0)
+    run_tool('train.py', REPO / 'configs' / 'tiny' / 'depth_distill_tiny.py', '--work-dir', tmp_path / 'distill',
+             '--cfg-options', f'train_dataloader.dataset.data_root={nyu}', f'model.teacher.checkpoint={original}')
+    summary = load_search_tool().main([
+        str(CONFIGS / 'depthanything_large_eval_diode.py'), str(tmp_path / 'distill' / 'iter_4.pth'),
+        '--stage', '1', '--metric', 'abs_rel', '--head-checkpoint', str(mmseg_ckpt), '--beam-width', '2',
+        '--min-gain', '0.0', '--work-dir', str(tmp_path / 'search'), '--device', 'cpu', '--cfg-options',
+        *SHRINK, 'model.backbone.window_size=2', *single_process('val'),
+        f'val_dataloader.dataset.data_root={data["diode"]}'])
+    scores = {r['arch']: r['score'] for r in summary['archs']}
+    assert summary['higher_is_better'] is False and len(scores) >= 4
+    assert all(0 < v < np.inf for v in scores.values()) and len(set(scores.values())) > 1
+    assert summary['best']['1']['score'] == min(scores.values())
+    assert scores[summary['best']['1']['arch']] == min(scores.values())

@@ -2,6 +2,9 @@
 # zero-shot relative-depth protocol of depthanything_large_eval.py, at the images' original resolution as in the
 # JetViT paper's Table 4 (768x1024 runs at 770x1022: the short side kept, both sides rounded to multiples of 14).
 #   python tools/test.py configs/jetvit/depthanything_large_eval_diode.py work_dirs/depth_anything_v2_vitl_mmseg.pth
+# The search can score archs with it (or with the Sintel / Cityscapes configs) instead of DA-2K; lower is better:
+#   python tools/search.py configs/jetvit/depthanything_large_eval_diode.py work_dirs/<distill run>/iter_20000.pth \
+#       --stage 1 --metric abs_rel --head-checkpoint work_dirs/depth_anything_v2_vitl_mmseg.pth
 # Data: DIODE's val.tar.gz unpacked into data/diode (data/diode/val/{indoors,outdoor}/scene_*/scan_*/*.png with
 # *_depth.npy and *_depth_mask.npy). One scene type: --cfg-options test_dataloader.dataset.scene_types=indoors
 # Depth range: 0.6-350 m, the laser scanner's range and Marigold's DIODE protocol (the paper does not state its
