@@ -164,6 +164,43 @@ def test_models_benchmark_linear_cfg_plot_and_cuda_graph_checks(tmp_path):
         tool.main(common + ['--linear-cfg', 'precision=half'])
 
 
+def test_models_benchmark_of_the_depth_model_with_its_dpt_head(tmp_path):
+    """``--head dpt``: the whole JetViT-DepthAnything is timed (backbone + DPT head, the paper's Table 4 model), with
+    the config's head widths; the head's FLOPs equal torch's own count of its convolutions; the default sizes follow
+    the patch size (14 here); a model without a DPT preset is refused with the valid choices."""
+    from jetvit_mm.models.depth_anything import JetViTDepthAnything
+
+    path = Path(__file__).resolve().parents[1] / 'tools' / 'benchmark.py'
+    spec = importlib.util.spec_from_file_location('jetvit_benchmark_tool_models_dpt', path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    config = Path(__file__).resolve().parents[1] / 'configs' / 'tiny' / 'depth_eval_tiny_nyu.py'
+    common = ['models', '--config', str(config), '--arch', 'LWLF', '--warmup', '0', '--repeat', '1', '--threads', '1',
+              '--head', 'dpt']
+    result = tool.main(common + ['--size', '56', '70'])  # with the memory probes (fresh processes build the head too)
+    head = {'features': 16, 'out_channels': [8, 16, 32, 32]}  # the tiny config's decode_head
+    assert [(e['label'], e['head']) for e in result['entries']] == [('teacher', head), ('LWLF', head)]
+    kwargs = dict(result['entries'][1]['kwargs'])
+    torch.manual_seed(0)
+    model = JetViTDepthAnything(**kwargs, **head).eval()
+    with torch.no_grad():
+        features = model.backbone.forward_intermediates(torch.zeros(1, 3, 56, 70), norm=True, output_fmt='NCHW')
+        with FlopCounterMode(display=False) as torch_count:
+            model.depth_head(features)
+    for row in result['rows']:
+        assert row['gflops_by_part']['head'] * 1e9 == pytest.approx(torch_count.get_total_flops(), rel=1e-9)
+        assert row['peak_increase_mib'] > 0 and row['images_per_s'] > 0
+    backbone_only = count_flops(model.backbone, (56, 70))['total']
+    lwlf = next(r for r in result['rows'] if r['label'] == 'LWLF')
+    assert lwlf['gflops'] * 1e9 == pytest.approx(backbone_only + torch_count.get_total_flops(), rel=1e-9)
+    assert lwlf['gflops_by_part']['head'] > 0.5 * lwlf['gflops']  # at this width the head dominates
+
+    defaults = tool.main(common + ['--no-memory'])
+    assert sorted({r['size'] for r in defaults['rows']}) == ['448x896', '896x1792']  # 32 x 64 and 64 x 128 patches
+    with pytest.raises(ValueError, match=r"no DPT preset for 'dinov3_vits16'; valid: vits, vitb, vitl, vitg"):
+        tool.main(['models', '--model', 'dinov3_vits16', '--head', 'dpt', '--size', '32', '64', '--no-memory'])
+
+
 FAULTS_SCRIPT = '''
 import resource, sys, torch
 from jetvit_mm.benchmark.allocator import apply_policy

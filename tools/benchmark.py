@@ -19,8 +19,8 @@ student with the same arch, interleaved (the supernet's overhead target: at most
     python tools/benchmark.py models [--model dinov3_vitb16] [--arch teacher|2F|all-L|all-W|ARCH ...]
         [--config CONFIG] [--checkpoint EXPORTED.pth] [--size H W ...] [--batch 1] [--dtype fp32|bf16|fp16]
         [--device cpu|cuda] [--warmup 1] [--repeat 5] [--compile] [--cuda-graph] [--throughput [BATCH]]
-        [--linear-cfg KEY=VALUE ...] [--threads N] [--malloc keep|system] [--no-teacher] [--no-memory] [--profile]
-        [--json PATH] [--plot PNG]
+        [--linear-cfg KEY=VALUE ...] [--threads N] [--malloc keep|system] [--head none|dpt] [--no-teacher]
+        [--no-memory] [--profile] [--json PATH] [--plot PNG]
 
 `models` times whole JetViT forwards (random weights unless --checkpoint) for each arch at each --size, every
 (size, arch) pair interleaved per repeat (so that both the speed-ups and the growth with size are measured side by
@@ -28,6 +28,9 @@ side), and reports latency (median, min, max), images/s, the peak memory of one 
 process per arch and size: jetvit_mm/benchmark/memory.py), FLOPs with attention counted
 (jetvit_mm/benchmark/flops.py) and the speed-up over the all-F teacher (always added unless --no-teacher).
 Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F layers (12 layers: LWLLWWLLWFLF).
+``--head dpt`` times the depth model instead (JetViT-DepthAnything: the backbone's four tapped layers and
+DepthAnythingV2's DPT head, as in the paper's Table 4), e.g. ``--model dinov2_vitl14 --head dpt --size 518 1022``
+or ``--config configs/jetvit/depthanything_large_eval.py --head dpt``; its FLOPs are the part ``head``.
 
     python tools/benchmark.py plot RESULT.json --out PNG
 
@@ -61,9 +64,9 @@ from jetvit_mm.benchmark.allocator import POLICIES as MALLOC_POLICIES
 from jetvit_mm.benchmark.allocator import apply_policy
 from jetvit_mm.benchmark.flops import count_flops
 from jetvit_mm.benchmark.memory import DTYPES as MEMORY_DTYPES
-from jetvit_mm.benchmark.memory import cuda_forward_memory, measure_forward_memory
+from jetvit_mm.benchmark.memory import build_model, cuda_forward_memory, measure_forward_memory
 from jetvit_mm.cli import check_inputs
-from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.models.heads.dpt import dpt_preset
 from jetvit_mm.models.mixers import build_mixer, validate_arch
 from jetvit_mm.models.variants import get_variant
 
@@ -369,8 +372,33 @@ def backbone_from_config(path: str) -> dict:
     return {k: v for k, v in backbone.items() if k not in NOT_BUILD_KEYS + SUPERNET_ONLY_KEYS}
 
 
+def head_from_args(args: argparse.Namespace, model_name: str) -> Optional[Dict[str, object]]:
+    """``--head dpt``: the DPT widths (``features``, ``out_channels``) of ``--config``'s ``DPTDepthHead`` (its own
+    widths, else its preset) or else of the model's preset; None without a head."""
+    if args.head == 'none':
+        return None
+    head = None
+    if args.config:
+        from mmengine.config import Config
+
+        head = Config.fromfile(args.config).model.get('decode_head')
+        if head is not None and str(head.get('type', '')).split('.')[-1] != 'DPTDepthHead':
+            raise ValueError(f'--head dpt: {args.config} has a {head.get("type")} decode head, not a DPTDepthHead')
+    preset = dpt_preset(head.get('preset') or model_name if head else model_name)
+    features = head.get('features') if head else None
+    out_channels = head.get('out_channels') if head else None
+    return {'features': int(features if features is not None else preset.features),
+            'out_channels': [int(c) for c in (out_channels if out_channels is not None else preset.out_channels)]}
+
+
+def backbone_of(model: nn.Module) -> nn.Module:
+    """The JetViT of a benchmarked model (itself, or a depth model's backbone)."""
+    return getattr(model, 'backbone', model)
+
+
 def model_entries(args: argparse.Namespace) -> List[Dict[str, object]]:
-    """What `models` measures: one dict per arch with its label, arch string and JetViT keyword arguments."""
+    """What `models` measures: one dict per arch with its label, arch string, JetViT keyword arguments and head
+    (None, or the DPT widths with ``--head dpt``)."""
     base = backbone_from_config(args.config) if args.config else {}
     config_arch = base.pop('arch', None)
     base.setdefault('model_name', args.model)
@@ -379,6 +407,7 @@ def model_entries(args: argparse.Namespace) -> List[Dict[str, object]]:
     for option in args.linear_cfg or ():
         base['linear_cfg'] = {**(base.get('linear_cfg') or {}), **option}
     depth = get_variant(base['model_name']).depth if base.get('depth') is None else int(base['depth'])
+    head = head_from_args(args, base['model_name'])
     names = args.arch or ([config_arch or 'teacher'] if args.config else list(DEFAULT_ARCHS))
     if args.checkpoint and len([n for n in names if resolve_arch(n, depth) != 'F' * depth]) != 1:
         raise ValueError('--checkpoint needs exactly one non-teacher --arch: the exported hybrid\'s arch')
@@ -391,9 +420,10 @@ def model_entries(args: argparse.Namespace) -> List[Dict[str, object]]:
         label = name if name in ARCH_SHORTCUTS else arch
         if label in [e['label'] for e in entries]:
             continue
-        entries.append({'label': label, 'arch': arch, 'kwargs': kwargs})
+        entries.append({'label': label, 'arch': arch, 'kwargs': kwargs, 'head': head})
     if not args.no_teacher and 'F' * depth not in [e['arch'] for e in entries]:
-        entries.insert(0, {'label': 'teacher', 'arch': 'F' * depth, 'kwargs': dict(base, arch='F' * depth)})
+        entries.insert(0, {'label': 'teacher', 'arch': 'F' * depth, 'kwargs': dict(base, arch='F' * depth),
+                           'head': head})
     return entries
 
 
@@ -436,7 +466,8 @@ def block_times(model: nn.Module, x: torch.Tensor, device: torch.device) -> List
     def post(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
         times.append((now() - starts[id(module)]) * 1e3)
 
-    handles = [h for b in model.blocks for h in (b.register_forward_pre_hook(pre), b.register_forward_hook(post))]
+    handles = [h for b in backbone_of(model).blocks
+               for h in (b.register_forward_pre_hook(pre), b.register_forward_hook(post))]
     try:
         with torch.inference_mode():
             model(x)
@@ -507,18 +538,20 @@ def run_models(args: argparse.Namespace) -> dict:
     device, dtype = torch.device(args.device), MEMORY_DTYPES[args.dtype]
     check_cuda_graph(args, device)
     kept = apply_policy(args.malloc, device.type)  # the memory probes' fresh processes set their own
-    sizes = [tuple(s) for s in (args.size or [(512, 1024), (1024, 2048)])]
     entries = model_entries(args)
-    started = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
-    load_start = os.getloadavg()
-    print(f'models: {", ".join(e["label"] + " " + e["arch"] for e in entries)}; sizes '
-          f'{", ".join(f"{h}x{w}" for h, w in sizes)}; batch {args.batch}, {args.dtype} on {args.device}, '
-          f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}'
-          f'{", CUDA graphs" if args.cuda_graph else ""}{malloc_note(kept, device)}', flush=True)
     models: Dict[str, nn.Module] = {}
     for e in entries:
         torch.manual_seed(0)  # the same random weights wherever two archs share them
-        models[e['label']] = JetViT(**e['kwargs']).to(device=device, dtype=dtype).eval()
+        models[e['label']] = build_model(e['kwargs'], e['head']).to(device=device, dtype=dtype).eval()
+    patch = backbone_of(models[entries[0]['label']]).patch_size  # default sizes: 512x1024 and 1024x2048 at patch 16
+    sizes = [tuple(s) for s in (args.size or [(32 * patch, 64 * patch), (64 * patch, 128 * patch)])]
+    started = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
+    load_start = os.getloadavg()
+    print(f'models: {", ".join(e["label"] + " " + e["arch"] for e in entries)}'
+          f'{" + DPT head " + str(entries[0]["head"]) if entries[0]["head"] else ""}; sizes '
+          f'{", ".join(f"{h}x{w}" for h, w in sizes)}; batch {args.batch}, {args.dtype} on {args.device}, '
+          f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}'
+          f'{", CUDA graphs" if args.cuda_graph else ""}{malloc_note(kept, device)}', flush=True)
     runners = {label: (torch.compile(m) if args.compile else m) for label, m in models.items()}
     timer = make_timer(device)
     probe = CpuContention(enabled=device.type == 'cpu')  # on CUDA it would read /proc inside the event window
@@ -570,12 +603,13 @@ def run_models(args: argparse.Namespace) -> dict:
         for e in entries:
             label = e['label']
             flops = count_flops(models[label], (h, w))
-            rows.append({'size': key, 'tokens': (h // models[label].patch_size) * (w // models[label].patch_size),
+            patch = backbone_of(models[label]).patch_size
+            rows.append({'size': key, 'tokens': (h // patch) * (w // patch),
                          'label': label, 'arch': e['arch'], 'gflops': flops['gflops'],
                          'gflops_by_part': {k: v / 1e9 for k, v in flops['by_part'].items()},
                          **stats[label], 'throughput_batch': throughput[label][0],
                          'images_per_s': throughput[label][1]})
-    teacher = 'F' * models[entries[0]['label']].depth
+    teacher = 'F' * backbone_of(models[entries[0]['label']]).depth
     for row in rows:
         ref = next((r for r in rows if r['size'] == row['size'] and r['arch'] == teacher), None)
         row['speedup'] = ref['median_ms'] / row['median_ms'] if ref else None
@@ -595,7 +629,7 @@ def run_models(args: argparse.Namespace) -> dict:
                 del x
             else:  # RSS needs a fresh process per (arch, size)
                 mem = measure_forward_memory(e['kwargs'], (args.batch, 3, h, w), args.dtype, args.device,
-                                             args.threads)
+                                             args.threads, head=e['head'])
             row['memory'] = mem
             row['peak_increase_mib'] = mem['peak_increase_bytes'] / MIB
             print(f'  {row["size"]} {row["label"]}: +{row["peak_increase_mib"]:.0f} MiB ({mem["method"]})', flush=True)
@@ -622,14 +656,15 @@ def run_models(args: argparse.Namespace) -> dict:
                     'threads': torch.get_num_threads(), 'cpu_count': os.cpu_count(),
                     'cuda_device': torch.cuda.get_device_name(device) if device.type == 'cuda' else None},
         'load_average': {'start': load_start, 'end': load_end}, 'malloc': malloc_record(args.malloc, kept, device),
-        'entries': [{k: e[k] for k in ('label', 'arch', 'kwargs')} for e in entries],
+        'entries': [{k: e[k] for k in ('label', 'arch', 'kwargs', 'head')} for e in entries],
         'rows': rows, 'samples_ms': samples, 'targets': targets, 'profiles': profiles,
     }
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=2, default=str))
     if args.plot:
-        plot_scaling(rows, args.plot, f'{entries[0]["kwargs"]["model_name"]}, {args.dtype}, batch {args.batch}, '
+        head = ' + DPT head' if entries[0]['head'] else ''
+        plot_scaling(rows, args.plot, f'{entries[0]["kwargs"]["model_name"]}{head}, {args.dtype}, batch {args.batch}, '
                                       f'{args.device} ({torch.get_num_threads()} threads{malloc_note(kept, device)})')
     return result
 
@@ -835,7 +870,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='exported JetViT checkpoint for the one non-teacher --arch (otherwise random weights)')
     models.add_argument('--window', type=int, default=None, help='window size of W (default: model / config)')
     models.add_argument('--size', type=int, nargs=2, action='append', default=None, metavar=('H', 'W'),
-                        help='input size in pixels, repeatable (default: 512 1024 and 1024 2048)')
+                        help='input size in pixels, repeatable (default: 32 x 64 and 64 x 128 patches: 512 1024 and '
+                             '1024 2048 at patch 16, 448 896 and 896 1792 at patch 14)')
     models.add_argument('--batch', type=int, default=1, help='batch of the latency run')
     models.add_argument('--dtype', choices=MODEL_DTYPES, default='fp32')
     models.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
@@ -850,6 +886,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                              'that fits (CUDA) or --batch (CPU). Default: images/s of the latency run')
     models.add_argument('--threads', type=int, default=0, help='torch threads on CPU (0: torch default)')
     models.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
+    models.add_argument('--head', choices=('none', 'dpt'), default='none',
+                        help='dpt: time the depth model of the paper\'s Table 4, the backbone (a DINOv2 model) and '
+                             'DepthAnythingV2\'s DPT head (widths from --config\'s decode_head, else the model\'s '
+                             'preset); sizes must be multiples of 14')
     models.add_argument('--no-teacher', action='store_true', help='do not add the all-F teacher as reference')
     models.add_argument('--no-memory', action='store_true', help='skip the peak-memory processes')
     models.add_argument('--profile', action='store_true',

@@ -1,9 +1,10 @@
 """FLOPs of a JetViT with the attention math counted (mmengine's and torch's counters skip CPU SDPA).
 
-Convention: one multiply-accumulate = 2 FLOPs, counted for matrix products and convolutions only -- ``nn.Linear``
-and ``nn.Conv2d`` by forward hooks, the attention math of each token mixer (which runs in SDPA or in bare
-matmuls) analytically from the shapes it is called with. Biases, norms, activations, softmax, RoPE, residual adds
-and reshapes are not counted (elementwise, O(N * D)). Per layer, with N tokens, D width, head_dim d, batch B:
+Convention: one multiply-accumulate = 2 FLOPs, counted for matrix products and convolutions only -- ``nn.Linear``,
+``nn.Conv2d`` and ``nn.ConvTranspose2d`` by forward hooks (a JetViTDepthAnything's DPT head is the part ``head``),
+the attention math of each token mixer (which runs in SDPA or in bare matmuls) analytically from the shapes it is
+called with. Biases, norms, activations, softmax, RoPE, residual adds, interpolations and reshapes are not counted
+(elementwise, O(N * D)). Per layer, with N tokens, D width, head_dim d, batch B:
 
 - F (full attention): ``4 * B * N**2 * D`` (q k^T and attn v);
 - W (window attention): ``4 * B * D * (num_windows * t * (P + t) + P * N)``, ``t`` tokens per (padded) window and
@@ -33,7 +34,7 @@ from jetvit_mm.models.mixers import (
     WindowAttention,
 )
 
-PARTS = ('patch_embed', 'qkv_proj', 'attention', 'conv', 'mlp', 'other')
+PARTS = ('patch_embed', 'qkv_proj', 'attention', 'conv', 'mlp', 'other', 'head')
 VALUE_CONVS = (StaticDepthwiseConv, SqueezeDynamicConv, TokenDynamicConv)
 _LETTERS = {cls: letter for letter, cls in MIXERS.items()}
 
@@ -80,6 +81,13 @@ def conv2d_flops(conv: nn.Conv2d, output_shape: Sequence[int]) -> int:
     return 2 * batch * out_channels * out_h * out_w * (conv.in_channels // conv.groups) * kh * kw
 
 
+def conv_transpose2d_flops(conv: nn.ConvTranspose2d, input_shape: Sequence[int]) -> int:
+    """Every input pixel meets ``out_channels / groups x kh x kw`` weights (the DPT head's up-sampling layers)."""
+    batch, in_channels, in_h, in_w = input_shape
+    kh, kw = conv.kernel_size
+    return 2 * batch * in_channels * in_h * in_w * (conv.out_channels // conv.groups) * kh * kw
+
+
 # ----------------------------------------------------------------------------- hooks
 
 def _grid_from_call(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[int, int]:
@@ -107,6 +115,10 @@ def _value_conv_call_flops(module: nn.Module, args: Tuple[Any, ...], kwargs: Dic
 def _part_of(name: str) -> Tuple[Optional[int], str]:
     """(layer index or None, part) of a counted module name such as ``blocks.3.attn.qkv``."""
     parts = name.split('.')
+    if parts[0] == 'depth_head':  # JetViTDepthAnything: the DPT head, then its backbone's own names
+        return None, 'head'
+    if parts[0] == 'backbone':
+        parts = parts[1:]
     if parts[0] == 'patch_embed':
         return None, 'patch_embed'
     if parts[0] != 'blocks' or len(parts) < 3 or not parts[1].isdigit():
@@ -161,6 +173,8 @@ class FlopCounter:
                     (a[0] if a else k['input']).numel() // m.in_features, m.in_features, m.out_features))
             elif isinstance(module, nn.Conv2d):
                 fn = self._hook(name, lambda m, a, k, o: conv2d_flops(m, o.shape))
+            elif isinstance(module, nn.ConvTranspose2d):
+                fn = self._hook(name, lambda m, a, k, o: conv_transpose2d_flops(m, (a[0] if a else k['input']).shape))
             elif isinstance(module, (FullAttention, WindowAttention, LinearAttention)):
                 fn = self._mixer_hook(name)
             elif isinstance(module, VALUE_CONVS):
@@ -186,7 +200,7 @@ class FlopCounter:
             by_part[part] += flops
             if layer is not None:
                 row = layers.setdefault(layer, {'index': layer, 'mixer': self.mixers.get(layer, '?'),
-                                                **dict.fromkeys(PARTS[1:], 0), 'total': 0})
+                                                **dict.fromkeys(PARTS[1:-1], 0), 'total': 0})
                 row[part] += flops
                 row['total'] += flops
         return {'total': sum(by_part.values()), 'by_part': by_part,

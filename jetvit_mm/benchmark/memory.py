@@ -1,4 +1,5 @@
-"""Peak memory of one JetViT forward, measured in a fresh Python process per model and input size.
+"""Peak memory of one JetViT forward (or JetViT + DPT depth head), measured in a fresh Python process per model and
+input size.
 
 CPU: the process builds the model, runs one warm-up forward (one-time allocations such as oneDNN caches then count
 as baseline), resets the kernel's peak-RSS mark (``echo 5 > /proc/self/clear_refs``, Linux >= 4.0), records the
@@ -49,16 +50,28 @@ def _weights_bytes(model: torch.nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
 
 
-def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
-    """Build ``JetViT(**spec['model'])`` and measure the peak memory of one forward (run it in a fresh process)."""
-    from jetvit_mm.models.jetvit import JetViT
+def build_model(model_kwargs: Dict[str, Any], head: Optional[Dict[str, Any]] = None) -> torch.nn.Module:
+    """``JetViT(**model_kwargs)``; with ``head`` (DPT widths: ``features``, ``out_channels``; ``{}`` for the model's
+    preset) the depth model of the paper's Table 4 instead: the backbone and DepthAnythingV2's DPT head
+    (:class:`~jetvit_mm.models.depth_anything.JetViTDepthAnything`)."""
+    if head is None:
+        from jetvit_mm.models.jetvit import JetViT
 
+        return JetViT(**model_kwargs)
+    from jetvit_mm.models.depth_anything import JetViTDepthAnything
+
+    return JetViTDepthAnything(**model_kwargs, **head)
+
+
+def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """Build the model of ``spec`` (:func:`build_model` of ``spec['model']`` and ``spec.get('head')``) and measure
+    the peak memory of one forward (run it in a fresh process)."""
     if spec.get('threads'):
         torch.set_num_threads(int(spec['threads']))
     device = torch.device(spec.get('device', 'cpu'))
     dtype = DTYPES[spec.get('dtype', 'fp32')]
     torch.manual_seed(0)
-    model = JetViT(**spec['model']).to(device=device, dtype=dtype).eval()
+    model = build_model(spec['model'], spec.get('head')).to(device=device, dtype=dtype).eval()
     x = torch.randn(*spec['input_shape'], device=device, dtype=dtype)
     if device.type == 'cuda':
         return cuda_forward_memory(model, x, int(spec.get('warmup', 1)))
@@ -96,10 +109,12 @@ def cuda_forward_memory(model: torch.nn.Module, x: torch.Tensor, warmup: int = 1
 
 def measure_forward_memory(model_kwargs: Dict[str, Any], input_shape: Sequence[int], dtype: str = 'fp32',
                            device: str = 'cpu', threads: int = 0, warmup: int = 1,
-                           timeout: Optional[float] = None) -> Dict[str, Any]:
+                           timeout: Optional[float] = None, head: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """:func:`forward_memory` in a fresh interpreter (so that one model's peak never hides another's)."""
     spec = {'model': model_kwargs, 'input_shape': list(input_shape), 'dtype': dtype, 'device': device,
             'threads': threads, 'warmup': warmup}
+    if head is not None:
+        spec['head'] = head
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(MMAP_THRESHOLD))
     proc = subprocess.run([sys.executable, '-m', 'jetvit_mm.benchmark.memory', json.dumps(spec)], env=env,
                           capture_output=True, text=True, timeout=timeout)
