@@ -6,14 +6,14 @@
 #
 #     bash scripts/gpu_benchmark.sh "$OUT"              # on the device machine; a few minutes on one H200
 #     DEVICE=cpu SIZES="64 128" MIXER_GRID="4 8" REPEAT=1 WARMUP=0 THROUGHPUT=2 COMPILE_SIZE="64 128" \
-#         bash scripts/gpu_benchmark.sh /tmp/smoke   # a dry run here
+#         DEPTH_SIZES="28 56" bash scripts/gpu_benchmark.sh /tmp/smoke   # a dry run here
 #
 # Throughput is timed at a given batch (THROUGHPUT, default 8) rather than the largest that fits: on a 141 GB card
 # the search for the largest batch alone would take minutes per arch at 1024x2048. Each phase runs even if an
 # earlier one failed (its error is in run.log).
 #
-# Writes into the folder given (default work_dirs/benchmarks/gpu) 8 files (what the device tool brings back): env.txt,
-# run.log, models_<phase>.json (5 phases), mixers_bf16_graph.json. Plot them with `tools/benchmark.py plot`. Record the
+# Writes into the folder given (default work_dirs/benchmarks/gpu) 9 files (what the device tool brings back): env.txt,
+# run.log, models_<phase>.json (6 phases, one of them the depth model with its DPT head), mixers_bf16_graph.json. Plot them with `tools/benchmark.py plot`. Record the
 # figures, the date and the device in docs/benchmarks.md by hand: nothing here writes docs.
 set -euo pipefail
 out=${1:-work_dirs/benchmarks/gpu}
@@ -29,6 +29,9 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 
 size_args=()
 for ((i = 0; i < ${#sizes[@]}; i += 2)); do size_args+=(--size "${sizes[i]}" "${sizes[i + 1]}"); done
+read -r -a depth_sizes <<< "${DEPTH_SIZES:-518 1022 1036 2044}"  # multiples of 14: DA-2K-like and Cityscapes-like
+depth_size_args=""
+for ((i = 0; i < ${#depth_sizes[@]}; i += 2)); do depth_size_args+="--size ${depth_sizes[i]} ${depth_sizes[i + 1]} "; done
 
 {
     date -u +'%Y-%m-%dT%H:%M:%SZ'
@@ -64,6 +67,9 @@ graph=(); [[ $device == cuda ]] && graph=(--cuda-graph)
     models bf16_graph --dtype bf16 "${graph[@]}" --no-memory
     mixers bf16_graph --dtype bf16 "${graph[@]}"
     models bf16_mixed --dtype bf16 --linear-cfg precision=mixed --no-memory
+    # the depth model of the paper's Table 4: DepthAnythingV2-L (DINOv2-L + DPT head) vs its hybrids
+    ARCHS="teacher 2F all-L" SIZE_ARGS="$depth_size_args" models depth_l_bf16_mixed_graph --model dinov2_vitl14 \
+        --head dpt --dtype bf16 --linear-cfg precision=mixed "${graph[@]}"
     ARCHS="teacher 2F" SIZE_ARGS="--size ${COMPILE_SIZE:-1024 2048}" LIMIT=${COMPILE_LIMIT:-240} TP=1 \
         models bf16_mixed_compile --dtype bf16 --linear-cfg precision=mixed --compile --no-memory
 } 2>&1 | tee "$out/run.log"
