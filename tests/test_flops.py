@@ -177,12 +177,19 @@ def test_models_benchmark_of_the_depth_model_with_its_dpt_head(tmp_path):
     config = Path(__file__).resolve().parents[1] / 'configs' / 'tiny' / 'depth_eval_tiny_nyu.py'
     common = ['models', '--config', str(config), '--arch', 'LWLF', '--warmup', '0', '--repeat', '1', '--threads', '1',
               '--head', 'dpt']
-    result = tool.main(common + ['--size', '56', '70'])  # with the memory probes (fresh processes build the head too)
+    # with the memory probes (fresh processes build the head too) and the per-block profile
+    result = tool.main(common + ['--size', '56', '70', '--profile'])
     head = {'features': 16, 'out_channels': [8, 16, 32, 32]}  # the tiny config's decode_head
     assert [(e['label'], e['head']) for e in result['entries']] == [('teacher', head), ('LWLF', head)]
     kwargs = dict(result['entries'][1]['kwargs'])
     torch.manual_seed(0)
     model = JetViTDepthAnything(**kwargs, **head).eval()
+    for e in result['entries']:  # the memory probes built the whole depth model, head included
+        built = JetViTDepthAnything(**e['kwargs'], **e['head'])
+        weights = sum(t.numel() * t.element_size() for t in [*built.parameters(), *built.buffers()])
+        assert next(r for r in result['rows'] if r['label'] == e['label'])['memory']['weights_bytes'] == weights
+    assert len(result['profiles']['LWLF']['block_ms']) == 4 and set(result['profiles']['LWLF']
+                                                                    ['mean_block_ms_by_mixer']) == {'F', 'L', 'W'}
     with torch.no_grad():
         features = model.backbone.forward_intermediates(torch.zeros(1, 3, 56, 70), norm=True, output_fmt='NCHW')
         with FlopCounterMode(display=False) as torch_count:
@@ -190,15 +197,28 @@ def test_models_benchmark_of_the_depth_model_with_its_dpt_head(tmp_path):
     for row in result['rows']:
         assert row['gflops_by_part']['head'] * 1e9 == pytest.approx(torch_count.get_total_flops(), rel=1e-9)
         assert row['peak_increase_mib'] > 0 and row['images_per_s'] > 0
-    backbone_only = count_flops(model.backbone, (56, 70))['total']
+    backbone_only = count_flops(model.backbone, (56, 70))
     lwlf = next(r for r in result['rows'] if r['label'] == 'LWLF')
-    assert lwlf['gflops'] * 1e9 == pytest.approx(backbone_only + torch_count.get_total_flops(), rel=1e-9)
+    assert lwlf['gflops'] * 1e9 == pytest.approx(backbone_only['total'] + torch_count.get_total_flops(), rel=1e-9)
+    whole = count_flops(model, (56, 70))  # the backbone's parts keep their names under ``backbone.``
+    assert whole['by_part'] == dict(backbone_only['by_part'], head=torch_count.get_total_flops())
+    assert whole['layers'] == backbone_only['layers'] and [r['mixer'] for r in whole['layers']] == list('LWLF')
     assert lwlf['gflops_by_part']['head'] > 0.5 * lwlf['gflops']  # at this width the head dominates
 
     defaults = tool.main(common + ['--no-memory'])
     assert sorted({r['size'] for r in defaults['rows']}) == ['448x896', '896x1792']  # 32 x 64 and 64 x 128 patches
     with pytest.raises(ValueError, match=r"no DPT preset for 'dinov3_vits16'; valid: vits, vitb, vitl, vitg"):
         tool.main(['models', '--model', 'dinov3_vits16', '--head', 'dpt', '--size', '32', '64', '--no-memory'])
+    # a config's own head widths need no preset (as DPTDepthHead); a preset alone gives its widths
+    config = tmp_path / 'dpt.py'
+    config.write_text("model = dict(backbone=dict(type='JetViT', model_name='dinov3_vits16'), "
+                      "decode_head=dict(type='DPTDepthHead', features=16, out_channels=[8, 16, 32, 32]))\n")
+    args = tool.parse_args(['models', '--config', str(config), '--head', 'dpt'])
+    assert tool.head_from_args(args, 'dinov3_vits16') == head
+    config.write_text("model = dict(backbone=dict(type='JetViT'), "
+                      "decode_head=dict(type='DPTDepthHead', preset='vitb'))\n")
+    args = tool.parse_args(['models', '--config', str(config), '--head', 'dpt'])
+    assert tool.head_from_args(args, 'dinov3_vits16') == {'features': 128, 'out_channels': [96, 192, 384, 768]}
 
 
 FAULTS_SCRIPT = '''

@@ -384,11 +384,13 @@ def head_from_args(args: argparse.Namespace, model_name: str) -> Optional[Dict[s
         head = Config.fromfile(args.config).model.get('decode_head')
         if head is not None and str(head.get('type', '')).split('.')[-1] != 'DPTDepthHead':
             raise ValueError(f'--head dpt: {args.config} has a {head.get("type")} decode head, not a DPTDepthHead')
-    preset = dpt_preset(head.get('preset') or model_name if head else model_name)
     features = head.get('features') if head else None
     out_channels = head.get('out_channels') if head else None
-    return {'features': int(features if features is not None else preset.features),
-            'out_channels': [int(c) for c in (out_channels if out_channels is not None else preset.out_channels)]}
+    if features is None or out_channels is None:  # as DPTDepthHead: a preset only for what is not given
+        preset = dpt_preset(head.get('preset') or model_name if head else model_name)
+        features = preset.features if features is None else features
+        out_channels = preset.out_channels if out_channels is None else out_channels
+    return {'features': int(features), 'out_channels': [int(c) for c in out_channels]}
 
 
 def backbone_of(model: nn.Module) -> nn.Module:
@@ -604,7 +606,7 @@ def run_models(args: argparse.Namespace) -> dict:
             label = e['label']
             flops = count_flops(models[label], (h, w))
             patch = backbone_of(models[label]).patch_size
-            rows.append({'size': key, 'tokens': (h // patch) * (w // patch),
+            rows.append({'size': key, 'tokens': (h // patch) * (w // patch), 'patch_size': patch,
                          'label': label, 'arch': e['arch'], 'gflops': flops['gflops'],
                          'gflops_by_part': {k: v / 1e9 for k, v in flops['by_part'].items()},
                          **stats[label], 'throughput_batch': throughput[label][0],
@@ -765,7 +767,8 @@ def plot_scaling(rows: List[Dict[str, object]], path: Path, title: str) -> None:
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f'{v:g}'))
     ax.yaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel('input size (patch tokens: 16x16 px each)')
+    patch = rows[0].get('patch_size', 16)  # results from before patch_size was recorded are all patch 16
+    ax.set_xlabel(f'input size (patch tokens: {patch}x{patch} px each)')
     ax.set_ylabel('forward latency, s (median, min-max)')
     ax.set_title(title, fontsize=9)
     ax.grid(True, which='major', alpha=0.3)
@@ -787,8 +790,9 @@ def run_plot(args: argparse.Namespace) -> dict:
                                            f'{malloc_note(malloc["applied"], torch.device("cpu")) if malloc else ""})')
     graph = ', CUDA graphs' if a.get('cuda_graph') else ''
     linear = ''.join(f', L {k}={v}' for k, v in (result['entries'][-1]['kwargs'].get('linear_cfg') or {}).items())
-    plot_scaling(result['rows'], args.out, f'{result["entries"][0]["kwargs"]["model_name"]}, {a["dtype"]}{linear}, '
-                                           f'batch {a["batch"]}, {where}{graph}')
+    head = ' + DPT head' if result['entries'][0].get('head') else ''
+    plot_scaling(result['rows'], args.out, f'{result["entries"][0]["kwargs"]["model_name"]}{head}, {a["dtype"]}'
+                                           f'{linear}, batch {a["batch"]}, {where}{graph}')
     print(f'wrote {args.out}')
     return result
 
@@ -867,7 +871,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                              f'default: {" ".join(DEFAULT_ARCHS)} (the config\'s arch with --config)')
     models.add_argument('--config', default=None, help='take the JetViT arguments from this config\'s model.backbone')
     models.add_argument('--checkpoint', type=Path, default=None,
-                        help='exported JetViT checkpoint for the one non-teacher --arch (otherwise random weights)')
+                        help='exported JetViT checkpoint for the one non-teacher --arch (otherwise random weights); '
+                             'with --head dpt an export with its head (hybrid_<arch>_with_head.pth)')
     models.add_argument('--window', type=int, default=None, help='window size of W (default: model / config)')
     models.add_argument('--size', type=int, nargs=2, action='append', default=None, metavar=('H', 'W'),
                         help='input size in pixels, repeatable (default: 32 x 64 and 64 x 128 patches: 512 1024 and '

@@ -216,7 +216,7 @@ def count_flops(model: nn.Module, input_size: Tuple[int, int], batch_size: int =
                 fake: bool = True) -> Dict[str, Any]:
     """FLOPs of one forward of ``model`` on a ``[batch_size, in_chans, H, W]`` input, attention included.
 
-    Returns ``total``, ``gflops``, ``by_part`` (patch_embed, qkv_proj, attention, conv, mlp, other), ``layers``
+    Returns ``total``, ``gflops``, ``by_part`` (patch_embed, qkv_proj, attention, conv, mlp, other, head), ``layers``
     (per block: mixer letter and the same parts), ``modules`` (per counted module) and the input shape.
     """
     param = next(model.parameters(), None)
