@@ -2,10 +2,8 @@
 # DPT head reads (4, 11, 17, 23, after the final norm), MSE, images only (no depth labels).
 #   tools/train.py configs/jetvit/depthanything_large_distill.py \
 #       --cfg-options model.teacher.checkpoint=/path/depth_anything_v2_vitl.pth
-# The student starts from every teacher weight. Step 2 ({Step-1 winner, F} per layer, budgeted sampling):
-#   --cfg-options model.teacher.checkpoint=... model.student.search_space=None model.student.step1_arch=<24 letters> \
-#       "custom_hooks=[dict(type='SupernetSamplerHook',mode='budgeted',max_full=4)]"
-# Then search with depthanything_large_search_da2k.py.
+# The student starts from every teacher weight. Then search with depthanything_large_search_da2k.py; Step 2
+# ({Step-1 winner, F} per layer, budgeted sampling) is depthanything_large_distill_step2.py.
 #
 # Images: any folder of unlabeled images (data/depth_unlabeled/images/**/*.jpg), short side resized to 518-777 and
 # cropped to 518x518 (37x37 patches, DepthAnythingV2's training resolution). 8 GPUs x 4 images; schedule
