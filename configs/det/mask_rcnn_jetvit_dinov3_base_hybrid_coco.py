@@ -3,7 +3,8 @@
 # tools/search.py chose and the weights tools/export_hybrid.py wrote for it, e.g.
 #   tools/train.py configs/det/mask_rcnn_jetvit_dinov3_base_hybrid_coco.py \
 #       --cfg-options model.backbone.arch=LLWLFWLLWLFL model.backbone.checkpoint=/path/exported_hybrid.pth
-# (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones). ViTDet's own
+# (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones, one key at a time:
+# model.backbone.linear_cfg.conv=static; a dict(...) value does not parse). ViTDet's own
 # window/global interleave is model.backbone.arch=WWFWWFWWFWWF.
 _base_ = ['./mask_rcnn_jetvit_dinov3_base_coco.py']
 

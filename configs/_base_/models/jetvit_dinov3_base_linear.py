@@ -9,7 +9,8 @@
 # A searched hybrid instead of the teacher: its arch string (one L/W/F letter per layer, 12 here) and
 # the checkpoint tools/export_hybrid.py wrote:
 #   --cfg-options model.backbone.arch=LLWLFWLLWLFL model.backbone.checkpoint=/path/exported_hybrid.pth
-# (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones).
+# (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones, one key at a time:
+# model.backbone.linear_cfg.conv=static; a dict(...) value does not parse).
 custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
 
 model = dict(

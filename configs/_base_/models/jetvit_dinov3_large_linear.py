@@ -10,7 +10,8 @@
 # the checkpoint tools/export_hybrid.py wrote:
 #   --cfg-options model.backbone.arch=LWLLWLWLLWLWLLFLWLWLWLFW model.backbone.checkpoint=/path/exported_hybrid.pth
 # (this example string has F at layers 14 and 22 (0-based), the paper's DINOv3-L placement; write your search's.)
-# (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones).
+# (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones, one key at a time:
+# model.backbone.linear_cfg.conv=static; a dict(...) value does not parse).
 custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
 
 model = dict(
