@@ -410,6 +410,19 @@ def depth_data(tmp_path_factory):
                        size=(48, 64), seed=0))
 
 
+def infer_image_reference(model: JetViTDepthAnything, image_path: Path, size: int) -> torch.Tensor:
+    """DepthAnythingV2's ``infer_image(image, input_size=size)`` without mmengine: cv2 bicubic on RGB/255 to
+    :func:`depth_anything_input_size`, ImageNet norm, the model, bilinear align_corners back to the image size."""
+    rgb = cv2.cvtColor(cv2.imread(str(image_path)), cv2.COLOR_BGR2RGB) / 255.0
+    h, w = rgb.shape[:2]
+    new_h, new_w = depth_anything_input_size(h, w, size=size)
+    x = (cv2.resize(rgb, (new_w, new_h), interpolation=cv2.INTER_CUBIC) - [0.485, 0.456, 0.406]) \
+        / [0.229, 0.224, 0.225]
+    with torch.no_grad():
+        disparity = model(torch.from_numpy(x.transpose(2, 0, 1)).float()[None])
+    return torch.nn.functional.interpolate(disparity[:, None], (h, w), mode='bilinear', align_corners=True)[0, 0]
+
+
 def reference_nyu_metrics(checkpoint: Path, arch: str, nyu: Path) -> dict:
     """DepthAnythingV2's ``infer_image`` (cv2 bicubic on RGB/255, ImageNet norm, bilinear align_corners back)
     and :func:`affine_invariant_errors`, without mmengine (the tiny configs' model: TINY, window_size=2)."""
@@ -418,15 +431,7 @@ def reference_nyu_metrics(checkpoint: Path, arch: str, nyu: Path) -> dict:
     model = JetViTDepthAnything.from_checkpoint(checkpoint, arch=arch, window_size=2, **TINY, **TINY_HEAD).eval()
     errors = []
     for image_path in sorted((nyu / 'images' / 'test').glob('*.jpg')):
-        rgb = cv2.cvtColor(cv2.imread(str(image_path)), cv2.COLOR_BGR2RGB) / 255.0
-        h, w = rgb.shape[:2]
-        new_h, new_w = depth_anything_input_size(h, w, size=56)
-        x = (cv2.resize(rgb, (new_w, new_h), interpolation=cv2.INTER_CUBIC) - [0.485, 0.456, 0.406]) \
-            / [0.229, 0.224, 0.225]
-        with torch.no_grad():
-            disparity = model(torch.from_numpy(x.transpose(2, 0, 1)).float()[None])
-        disparity = torch.nn.functional.interpolate(disparity[:, None], (h, w), mode='bilinear',
-                                                    align_corners=True)[0, 0]
+        disparity = infer_image_reference(model, image_path, size=56)
         gt = cv2.imread(str(nyu / 'annotations' / 'test' / f'{image_path.stem}.png'), cv2.IMREAD_UNCHANGED)
         errors.append(affine_invariant_errors(disparity, torch.from_numpy(gt.astype(np.float32) / 1000.),
                                               min_depth=1e-3, max_depth=10.))

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
+from PIL import Image
 
 from jetvit_mm.datasets import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth
 from jetvit_mm.datasets.depth_formats import (
@@ -23,10 +24,10 @@ from jetvit_mm.datasets.depth_formats import (
     read_sintel_dpt,
     write_sintel_dpt,
 )
-from jetvit_mm.models.depth_anything import JetViTDepthAnything, depth_anything_input_size, export_mmseg_checkpoint
+from jetvit_mm.models.depth_anything import JetViTDepthAnything, export_mmseg_checkpoint
 
 from .conftest import REPO, run_tool
-from .test_depth import TINY, TINY_HEAD, write_original_checkpoint
+from .test_depth import TINY, TINY_HEAD, infer_image_reference, write_original_checkpoint
 
 BASELINE, FX = CITYSCAPES_CAMERA['extrinsic']['baseline'], CITYSCAPES_CAMERA['intrinsic']['fx']
 
@@ -223,15 +224,9 @@ def reference_metrics(original: Path, root: Path, name: str) -> dict:
     model = JetViTDepthAnything.from_checkpoint(original, arch=None, **TINY, **TINY_HEAD).eval()
     errors = []
     for image_path in sorted(root.glob(IMAGES[name])):
-        rgb = cv2.cvtColor(cv2.imread(str(image_path)), cv2.COLOR_BGR2RGB) / 255.0
-        h, w = rgb.shape[:2]
-        new_h, new_w = depth_anything_input_size(h, w, size=min(h, w))
-        x = (cv2.resize(rgb, (new_w, new_h), interpolation=cv2.INTER_CUBIC) - [0.485, 0.456, 0.406]) \
-            / [0.229, 0.224, 0.225]
-        with torch.no_grad():
-            disparity = model(torch.from_numpy(x.transpose(2, 0, 1)).float()[None])
-        disparity = torch.nn.functional.interpolate(disparity[:, None], (h, w), mode='bilinear',
-                                                    align_corners=True)[0, 0]
+        with Image.open(image_path) as image:
+            short_side = min(image.size)
+        disparity = infer_image_reference(model, image_path, size=short_side)
         gt = torch.from_numpy(np.asarray(ground_truth(image_path), np.float32))
         errors.append(affine_invariant_errors(disparity, gt, min_depth=min_depth, max_depth=max_depth))
     assert len(errors) >= 2

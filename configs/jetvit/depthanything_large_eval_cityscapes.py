@@ -9,19 +9,11 @@
 # disparity PNG value p > 1; p = 0 (no match) and p = 1 (zero disparity) have no ground truth.
 # Depth range: up to 80 m, the usual cap for driving scenes (the paper states neither its range nor a crop; no crop
 # here, where some works cut the ego car's hood off the bottom of the frame).
-_base_ = ['./depthanything_large_eval.py']
+_base_ = ['../_base_/depthanything_large_eval_original_res.py']
 
 data_root = 'data/cityscapes'
-meta_keys = ('img_path', 'depth_map_path', 'ori_shape', 'img_shape', 'pad_shape', 'scale_factor', 'flip',
-             'flip_direction')
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadZeroShotDepth'),
-    dict(type='DepthAnythingResize', size=None, multiple=14),  # None: each image's own short side
-    dict(type='PackSegInputs', meta_keys=meta_keys),
-]
 val_dataloader = dict(dataset=dict(
-    _delete_=True, type='CityscapesDepthDataset', data_root=data_root, test_mode=True, pipeline=test_pipeline,
+    type='CityscapesDepthDataset', data_root=data_root,
     data_prefix=dict(img_path='leftImg8bit/val', depth_map_path='disparity/val', camera_path='camera/val')))
 test_dataloader = val_dataloader
 val_evaluator = dict(type='AffineInvariantDepthMetric', min_depth=1e-3, max_depth=80.0)

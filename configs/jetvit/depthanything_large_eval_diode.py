@@ -13,19 +13,11 @@
 # reproductions get on the whole val set with this protocol (AbsRel ~0.21-0.22, delta1 ~0.755; Depth-Anything-V2
 # issue #280), not to DepthAnythingV2's own table (0.065), which its author says is computed in disparity space
 # (--cfg-options test_evaluator.space=disparity) and which the indoor scenes alone approach (~0.07 reported).
-_base_ = ['./depthanything_large_eval.py']
+_base_ = ['../_base_/depthanything_large_eval_original_res.py']
 
 data_root = 'data/diode'
-meta_keys = ('img_path', 'depth_map_path', 'ori_shape', 'img_shape', 'pad_shape', 'scale_factor', 'flip',
-             'flip_direction')
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadZeroShotDepth'),
-    dict(type='DepthAnythingResize', size=None, multiple=14),  # None: each image's own short side
-    dict(type='PackSegInputs', meta_keys=meta_keys),
-]
-val_dataloader = dict(dataset=dict(_delete_=True, type='DIODEDepthDataset', data_root=data_root,
-                                   scene_types=('indoors', 'outdoor'), test_mode=True, pipeline=test_pipeline))
+val_dataloader = dict(dataset=dict(type='DIODEDepthDataset', data_root=data_root,
+                                   scene_types=('indoors', 'outdoor')))
 test_dataloader = val_dataloader
 val_evaluator = dict(type='AffineInvariantDepthMetric', min_depth=0.6, max_depth=350.0)
 test_evaluator = val_evaluator

@@ -9,19 +9,11 @@
 # neither range nor pass). Video Depth Anything's Sintel benchmark uses 0.1-70 on the clean pass instead:
 #   --cfg-options test_evaluator.min_depth=0.1 test_evaluator.max_depth=70 \
 #       test_dataloader.dataset.data_prefix.img_path=training/clean
-_base_ = ['./depthanything_large_eval.py']
+_base_ = ['../_base_/depthanything_large_eval_original_res.py']
 
 data_root = 'data/sintel'
-meta_keys = ('img_path', 'depth_map_path', 'ori_shape', 'img_shape', 'pad_shape', 'scale_factor', 'flip',
-             'flip_direction')
-test_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadZeroShotDepth'),
-    dict(type='DepthAnythingResize', size=None, multiple=14),  # None: each image's own short side
-    dict(type='PackSegInputs', meta_keys=meta_keys),
-]
 val_dataloader = dict(dataset=dict(
-    _delete_=True, type='SintelDepthDataset', data_root=data_root, test_mode=True, pipeline=test_pipeline,
+    type='SintelDepthDataset', data_root=data_root,
     data_prefix=dict(img_path='training/final', depth_map_path='training/depth')))
 test_dataloader = val_dataloader
 val_evaluator = dict(type='AffineInvariantDepthMetric', min_depth=1e-3, max_depth=72.0)

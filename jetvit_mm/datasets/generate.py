@@ -417,12 +417,19 @@ def depth_to_png16(depth: np.ndarray, scale: float = NYU_DEPTH_SCALE) -> np.ndar
     return np.clip(np.round(depth * scale), 0, np.iinfo(np.uint16).max).astype(np.uint16)
 
 
-def _punch_holes(rng: np.random.Generator, depth_mm: np.ndarray) -> np.ndarray:
-    """Set 1-3 small blobs to 0, like missing sensor readings."""
-    out = depth_mm.copy()
+def _holes(rng: np.random.Generator, size: Size) -> np.ndarray:
+    """1-3 small blobs without ground truth (True there), like missing sensor readings."""
+    holes = np.zeros(size, bool)
     for _ in range(int(rng.integers(1, 4))):
-        x0, y0, x1, y1 = _random_box(rng, depth_mm.shape, 0.02, 0.08, min_px=2)
-        out[y0 : y1 + 1, x0 : x1 + 1] = 0
+        x0, y0, x1, y1 = _random_box(rng, size, 0.02, 0.08, min_px=2)
+        holes[y0 : y1 + 1, x0 : x1 + 1] = True
+    return holes
+
+
+def _punch_holes(rng: np.random.Generator, depth_mm: np.ndarray) -> np.ndarray:
+    """Set 1-3 small blobs to 0 (:func:`_holes`)."""
+    out = depth_mm.copy()
+    out[_holes(rng, depth_mm.shape)] = 0
     return out
 
 
@@ -500,15 +507,6 @@ def make_da2k(
 # Zero-shot depth benchmarks at their original resolution (the JetViT paper's Table 4):
 # DIODE, MPI Sintel, Cityscapes disparity.
 # ----------------------------------------------------------------------------------------------
-
-
-def _holes(rng: np.random.Generator, size: Size) -> np.ndarray:
-    """1-3 small blobs without ground truth (True there)."""
-    holes = np.zeros(size, bool)
-    for _ in range(int(rng.integers(1, 4))):
-        x0, y0, x1, y1 = _random_box(rng, size, 0.02, 0.08, min_px=2)
-        holes[y0 : y1 + 1, x0 : x1 + 1] = True
-    return holes
 
 
 def make_diode(
