@@ -3,6 +3,9 @@
 Importing it registers every jetvit_mm type (see :mod:`jetvit_mm.mm.registry`)::
 
     custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
+
+It also makes mmengine load local checkpoints through :func:`load_local_checkpoint` (still weights-only; the
+config text a checkpoint carries is never executed).
 """
 from .backbones import JetViT, JetViTSupernet
 from .checkpoint import check_checkpoint_fits, enable_runner_checkpoint_loading, load_local_checkpoint
@@ -23,6 +26,8 @@ from .optim import LayerDecayOptimWrapperConstructor
 from .registry import registered_types
 from .seg_heads import LinearProbeHead
 from .zero_shot_depth import CityscapesDepthDataset, DIODEDepthDataset, LoadZeroShotDepth, SintelDepthDataset
+
+enable_runner_checkpoint_loading()
 
 __all__ = ['AffineInvariantDepthMetric', 'CityscapesDepthDataset', 'DA2KDataset', 'DA2KMetric', 'DIODEDepthDataset',
            'DPTDepthHead', 'DepthAnythingResize', 'FeatureDistiller', 'JetViT', 'JetViTDepthAnything', 'JetViTSupernet',

@@ -12,7 +12,13 @@ replaces mmengine's loader for local files with one that still uses ``weights_on
 runner checkpoint contains: ``HistoryBuffer``, numpy arrays/scalars/dtypes, and a ``getattr``
 that resolves nothing but ``HistoryBuffer``'s registered statistics methods. Nothing else
 becomes loadable: a pickle that names any other global is still refused by torch.
+
+The config text a runner checkpoint carries is never executed: mmengine's ``Runner.resume`` and
+``BaseInferencer`` run it through ``Config.fromstring``, so every checkpoint loaded here has it replaced by its
+literal assignments only (:mod:`jetvit_mm.mm.config_text`). Importing :mod:`jetvit_mm.mm` registers the loader,
+so mmengine's, mmseg's and mmdet's own entry points use it too once a config's ``custom_imports`` names the plugin.
 """
+import functools
 import os.path as osp
 import pickle
 from typing import Any, Callable, List, Tuple, Union
@@ -24,6 +30,8 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
 from jetvit_mm.models.checkpoints.io import check_saved_arch, check_saved_mixing, saved_backbone_arch, torch_load
+
+from .config_text import neutralise_config_text
 
 __all__ = ['check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'runner_safe_globals']
 
@@ -49,7 +57,9 @@ def runner_safe_globals() -> List[Union[Callable, Tuple[Callable, str]]]:
 
 
 def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = False) -> Any:
-    """Load a local checkpoint with ``weights_only=True`` and the runner's data types allowed.
+    """Load a local checkpoint with ``weights_only=True`` and the runner's data types allowed; the config text it
+    carries is made literal-only (:func:`~jetvit_mm.mm.config_text.neutralise_config_text`), so nothing downstream
+    can execute it.
 
     ``mmap=True`` maps the tensors instead of reading them (cheap when only ``meta`` is wanted).
     """
@@ -57,15 +67,33 @@ def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = 
     if not osp.isfile(filename):
         raise FileNotFoundError(f'{filename} can not be found.')
     with torch.serialization.safe_globals(runner_safe_globals()):
-        return torch_load(filename, map_location=map_location, weights_only=True, mmap=mmap)
+        checkpoint = torch_load(filename, map_location=map_location, weights_only=True, mmap=mmap)
+    return neutralise_config_text(checkpoint)
+
+
+def _without_config_code(loader: Callable) -> Callable:
+    """``loader`` (one of mmengine's checkpoint schemes: http, ceph, ...) with the config text of what it loads made
+    literal-only, as :func:`load_local_checkpoint` does for local files."""
+    if getattr(loader, 'jetvit_neutralised', False):
+        return loader
+
+    @functools.wraps(loader)
+    def load(*args: Any, **kwargs: Any) -> Any:
+        return neutralise_config_text(loader(*args, **kwargs))
+
+    load.jetvit_neutralised = True
+    return load
 
 
 def enable_runner_checkpoint_loading() -> None:
-    """Make mmengine load local checkpoints through :func:`load_local_checkpoint`.
+    """Make mmengine load local checkpoints through :func:`load_local_checkpoint`, and make every other scheme it
+    knows (http, ...) hand back checkpoints whose config text cannot run.
 
-    Called by ``tools/train.py`` and ``tools/test.py``; call it in your own scripts before
-    ``Runner.resume``/``Runner.load_checkpoint`` if you do not use these tools. Idempotent.
+    Done when :mod:`jetvit_mm.mm` is imported (a config's ``custom_imports``); calling it again is harmless.
     """
+    for prefix, loader in list(CheckpointLoader._schemes.items()):
+        if prefix:
+            CheckpointLoader.register_scheme(prefixes=prefix, loader=_without_config_code(loader), force=True)
     CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
 
 
