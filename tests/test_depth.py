@@ -32,6 +32,7 @@ from jetvit_mm.models.depth_anything import (
     export_mmseg_checkpoint,
     split_depth_checkpoint,
 )
+from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 from jetvit_mm.models.heads import DPT_PRESETS, DPTHead
 
 from .conftest import REPO, run_tool
@@ -136,20 +137,25 @@ def test_all_f_matches_independent_depth_anything_v2(tmp_path):
 def test_depth_checkpoint_of_another_arch_is_refused_and_inherit_mlp_resets(tmp_path):
     """A depth runner checkpoint names its backbone's arch only in the saved config (W and F layers have the same
     keys): loading it into another arch is refused. ``inherit='mlp'`` re-initialises q/k/v/o after loading."""
+    import jetvit_mm.mm  # noqa: F401  (reads old runner checkpoints' saved config, as for a real runner checkpoint)
+
     source = JetViTDepthAnything(arch='WWFF', **TINY, **TINY_HEAD)
-    state = {f'backbone.{k}': v for k, v in source.backbone.state_dict().items()}
-    state.update({f'decode_head.{k}': v for k, v in source.depth_head.state_dict().items()})
-    cfg = "model = dict(type='DepthEstimator', backbone=dict(type='JetViT', arch='WWFF'), decode_head=dict())\n"
-    torch.save({'state_dict': state, 'meta': {'cfg': cfg}}, tmp_path / 'iter_1.pth')
-    with pytest.raises(ValueError, match="arch 'WWFF'"):
-        JetViTDepthAnything(arch='FFFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
-    exported = export_mmseg_checkpoint(tmp_path / 'iter_1.pth', tmp_path / 'exported.pth')
-    assert torch.load(exported, weights_only=True)['meta']['jetvit_arch'] == 'WWFF'
-    loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
-    assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
-    # its W window (the saved config's, default 16) is checked too: no parameters tell it
-    with pytest.raises(ValueError, match='built with window_size=16, but this model has window_size=8'):
-        JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', window_size=8, **TINY, **TINY_HEAD)
+    for old in (False, True):  # the arch spec in the state dict; a checkpoint written before specs: its config
+        state = {f'backbone.{k}': v for k, v in source.backbone.state_dict().items() if not (old and k == SPEC_KEY)}
+        state.update({f'decode_head.{k}': v for k, v in source.depth_head.state_dict().items()})
+        cfg = "model = dict(type='DepthEstimator', backbone=dict(type='JetViT', arch='WWFF'), decode_head=dict())\n"
+        torch.save({'state_dict': state, 'meta': {'cfg': cfg}}, tmp_path / 'iter_1.pth')
+        with pytest.raises(ValueError, match="arch 'WWFF'"):
+            JetViTDepthAnything(arch='FFFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
+        exported = torch.load(export_mmseg_checkpoint(tmp_path / 'iter_1.pth', tmp_path / 'exported.pth'),
+                              weights_only=True)
+        assert exported['meta']['jetvit_specs']['backbone']['arch'] == 'WWFF'
+        assert ArchSpec.from_tensor(exported['state_dict'][f'backbone.{SPEC_KEY}']).arch == 'WWFF'
+        loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
+        assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
+        # its W window (default 16) is checked too: no parameters tell it
+        with pytest.raises(ValueError, match='built with window_size=16, but this model has window_size=8'):
+            JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', window_size=8, **TINY, **TINY_HEAD)
 
     # a segmentation checkpoint (backbone.* + a probe's decode_head.*) is not turned into a depth checkpoint
     seg = {k: v for k, v in state.items() if k.startswith('backbone.')}

@@ -14,6 +14,7 @@ import timm
 import torch
 import torch.nn.functional as F
 
+from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.pos_embed import resize_pos_embed
 from jetvit_mm.models.variants import VARIANTS
@@ -234,11 +235,13 @@ def test_hybrid_arch_keeps_every_teacher_weight(tmp_path, model_name, timm_name,
     # the one buffer: DINOv3's RoPE periods (kept from checkpoints that hold them; here timm's computed ones)
     rope = {'rope.periods'} if model_name.startswith('dinov3') else set()
     assert all(torch.equal(state[k], teacher.rope.periods) for k in rope)
-    extra = sorted(set(state) - set(expected) - rope)
+    # and the arch spec, so that no load can take these weights for another arch
+    assert ArchSpec.from_tensor(state[SPEC_KEY]) == model.spec and model.spec.arch == 'LWLF'
+    extra = sorted(set(state) - set(expected) - rope - {SPEC_KEY})
     assert extra == sorted(model.new_parameter_names())
     assert extra and all(k.startswith(('blocks.0.attn.conv.', 'blocks.2.attn.conv.')) for k in extra)
     assert {k.split('.')[1] for k in extra} == {'0', '2'}  # both L layers, nothing from the W / F ones
-    assert set(dict(model.named_parameters())) == set(state) - rope  # no other buffers among the weights
+    assert set(dict(model.named_parameters())) == set(state) - rope - {SPEC_KEY}  # no other buffers
 
 
 def test_inherit_mlp_reinitialises_only_non_full_attention(tmp_path):

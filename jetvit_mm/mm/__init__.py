@@ -20,7 +20,7 @@ from .depth import (
     ScaleShiftInvariantLoss,
 )
 from .distiller import FeatureDistiller
-from .hooks import SupernetSamplerHook
+from .hooks import ArchSpecHook, SupernetSamplerHook
 from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
 from .registry import registered_types
@@ -29,8 +29,9 @@ from .zero_shot_depth import CityscapesDepthDataset, DIODEDepthDataset, LoadZero
 
 enable_runner_checkpoint_loading()
 
-__all__ = ['AffineInvariantDepthMetric', 'CityscapesDepthDataset', 'DA2KDataset', 'DA2KMetric', 'DIODEDepthDataset',
-           'DPTDepthHead', 'DepthAnythingResize', 'FeatureDistiller', 'JetViT', 'JetViTDepthAnything', 'JetViTSupernet',
-           'LayerDecayOptimWrapperConstructor', 'LinearProbeHead', 'LoadZeroShotDepth', 'PseudoLabelDepthEstimator',
-           'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid', 'SintelDepthDataset', 'SupernetSamplerHook',
-           'check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'registered_types']
+__all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CityscapesDepthDataset', 'DA2KDataset', 'DA2KMetric',
+           'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize', 'FeatureDistiller', 'JetViT',
+           'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
+           'LoadZeroShotDepth', 'PseudoLabelDepthEstimator', 'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid',
+           'SintelDepthDataset', 'SupernetSamplerHook', 'check_checkpoint_fits', 'enable_runner_checkpoint_loading',
+           'load_local_checkpoint', 'registered_types']

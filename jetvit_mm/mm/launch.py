@@ -10,6 +10,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner, find_latest_checkpoint
 
 from .checkpoint import enable_runner_checkpoint_loading, load_local_checkpoint
+from .hooks import ArchSpecHook
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
@@ -55,16 +56,18 @@ def _init_cpu_process_group(launcher: str) -> None:
 
 
 def build_runner(cfg: Config) -> Runner:
-    """Build the runner, with CPU-only distributed training and runner checkpoints handled."""
+    """Build the runner, with CPU-only distributed training and runner checkpoints handled, and the arch spec
+    written into every checkpoint's meta (:class:`~jetvit_mm.mm.hooks.ArchSpecHook`)."""
     enable_runner_checkpoint_loading()
     if cfg.launcher != 'none' and not torch.cuda.is_available():
         _init_cpu_process_group(cfg.launcher)
         wrapper = dict(cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel'))
         wrapper['device_ids'] = None  # CPU: DDP must not be given device ids
         cfg.model_wrapper_cfg = wrapper
-    if 'runner_type' in cfg:
-        return RUNNERS.build(cfg)
-    return Runner.from_cfg(cfg)
+    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
+    if not any(isinstance(hook, ArchSpecHook) for hook in runner.hooks):
+        runner.register_hook(ArchSpecHook())
+    return runner
 
 
 def set_resume(cfg: Config, resume: Optional[str]) -> None:
