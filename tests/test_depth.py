@@ -15,7 +15,6 @@ Differences between it and the original code, none of which matters at the nativ
   bound, PIL bicubic) and its ``post_process_depth_estimation`` resizes back bicubic/align_corners=False; the
   original (and this project) resizes so the short side is >= 518 (cv2 bicubic) and back bilinear/align_corners=True.
 """
-import importlib.util
 import json
 import math
 import re
@@ -26,13 +25,13 @@ import numpy as np
 import pytest
 import torch
 
+from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 from jetvit_mm.models.depth_anything import (
     JetViTDepthAnything,
     depth_anything_input_size,
     export_mmseg_checkpoint,
     split_depth_checkpoint,
 )
-from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 from jetvit_mm.models.heads import DPT_PRESETS, DPTHead
 
 from .conftest import REPO, run_tool
@@ -444,13 +443,6 @@ def reference_nyu_metrics(checkpoint: Path, arch: str, nyu: Path) -> dict:
     return dict(abs_rel=float(np.mean([e[0] for e in errors])), delta1=float(np.mean([e[1] for e in errors])))
 
 
-def load_search_tool():
-    spec = importlib.util.spec_from_file_location('jetvit_search_tool', REPO / 'tools' / 'search.py')
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
-
-
 def test_depth_pipeline_distill_search_test_finetune(depth_data, tmp_path):
     """Supernet distillation on the four tapped layers -> beam search scored by DA-2K accuracy with the teacher's
     DPT head -> tools/test.py (DA-2K accuracy; AbsRel/delta1 equal to DepthAnythingV2's own protocol) ->
@@ -466,11 +458,11 @@ def test_depth_pipeline_distill_search_test_finetune(depth_data, tmp_path):
 
     # 2. Step-1 search scored by DA-2K accuracy (its direction declared by DA2KMetric)
     search_dir = tmp_path / 'search'
-    summary = load_search_tool().main([
-        str(CONFIGS / 'depth_search_tiny_da2k.py'), str(tmp_path / 'distill' / 'iter_4.pth'), '--stage', '1',
-        '--metric', 'da2k_acc', '--head-checkpoint', str(head), '--beam-width', '2', '--min-gain', '0.0',
-        '--work-dir', str(search_dir), '--export', '--device', 'cpu',
-        '--cfg-options', f'val_dataloader.dataset.data_root={d["da2k"]}'])
+    run_tool('search.py', CONFIGS / 'depth_search_tiny_da2k.py', tmp_path / 'distill' / 'iter_4.pth', '--stage', '1',
+             '--metric', 'da2k_acc', '--head-checkpoint', head, '--beam-width', '2', '--min-gain', '0.0',
+             '--work-dir', search_dir, '--export', '--device', 'cpu',
+             '--cfg-options', f'val_dataloader.dataset.data_root={d["da2k"]}')
+    summary = json.loads((search_dir / 'search.json').read_text())
     best = summary['best']['1']['arch']
     assert summary['higher_is_better'] and re.fullmatch('[LW]{4}', best)
     assert all(0 <= r['score'] <= 100 for r in summary['archs'])
