@@ -230,7 +230,7 @@ def test_input_sizes_and_non_multiples_of_14():
 
 # ------------------------------------------------------------------------------------------ 2. metrics
 def test_affine_invariant_metric_ignores_scale_and_shift_of_disparity():
-    from jetvit_mm.mm.depth import affine_invariant_errors
+    from jetvit_mm.depth import affine_invariant_errors
 
     gen = torch.Generator().manual_seed(0)
     gt = 0.5 + 9.5 * torch.rand(24, 32, generator=gen)
@@ -309,13 +309,13 @@ def test_da2k_point_frame_follows_exif_orientation(tmp_path):
     import mmcv
     from PIL import Image
 
-    from jetvit_mm.mm.depth import _image_size
+    from jetvit_mm.depth.formats import image_size
     exif = Image.Exif()
     exif[0x0112] = 6  # rotate 90 degrees on display
     Image.fromarray(np.zeros((40, 80, 3), np.uint8)).save(tmp_path / 'rotated.jpg', exif=exif)
     Image.fromarray(np.zeros((40, 80, 3), np.uint8)).save(tmp_path / 'plain.jpg')
     for name in ('rotated.jpg', 'plain.jpg'):
-        assert _image_size(str(tmp_path / name)) == mmcv.imread(str(tmp_path / name)).shape[:2], name
+        assert image_size(str(tmp_path / name)) == mmcv.imread(str(tmp_path / name)).shape[:2], name
 
 
 def test_da2k_dataset_and_accuracy_on_generated_benchmark(tmp_path):
@@ -366,7 +366,7 @@ def test_ssi_loss_is_invariant_and_trains_the_head():
     assert pred.grad.abs().sum() > 0
 
     # DepthAnythingV2's guard on pseudo-labels: each image's 10 % largest residuals are not counted, by either term
-    from jetvit_mm.mm.depth import ssi_loss
+    from jetvit_mm.depth import ssi_loss
 
     valid = torch.rand(2, 12, 16, generator=gen) > 0.2
     full_loss, full, _ = ssi_loss(pred[:, 0], target[:, 0], valid)
@@ -431,7 +431,7 @@ def infer_image_reference(model: JetViTDepthAnything, image_path: Path, size: in
 def reference_nyu_metrics(checkpoint: Path, arch: str, nyu: Path) -> dict:
     """DepthAnythingV2's ``infer_image`` (cv2 bicubic on RGB/255, ImageNet norm, bilinear align_corners back)
     and :func:`affine_invariant_errors`, without mmengine (the tiny configs' model: TINY, window_size=2)."""
-    from jetvit_mm.mm.depth import affine_invariant_errors
+    from jetvit_mm.depth import affine_invariant_errors
 
     model = JetViTDepthAnything.from_checkpoint(checkpoint, arch=arch, window_size=2, **TINY, **TINY_HEAD).eval()
     errors = []

@@ -17,7 +17,7 @@ from mmengine.config import Config
 from PIL import Image
 
 from jetvit_mm.datasets import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth
-from jetvit_mm.datasets.depth_formats import (
+from jetvit_mm.depth.formats import (
     cityscapes_disparity_to_depth,
     read_cityscapes_camera,
     read_diode_depth,
@@ -218,7 +218,7 @@ def checkpoint(tmp_path_factory):
 def reference_metrics(original: Path, root: Path, name: str) -> dict:
     """DepthAnythingV2's ``infer_image(image, input_size=min(h, w))`` (cv2 bicubic on RGB/255, ImageNet norm,
     bilinear align_corners back) and :func:`affine_invariant_errors` on the independently decoded ground truth."""
-    from jetvit_mm.mm.depth import affine_invariant_errors
+    from jetvit_mm.depth import affine_invariant_errors
 
     (min_depth, max_depth), ground_truth = CASES[name]
     model = JetViTDepthAnything.from_checkpoint(original, arch=None, **TINY, **TINY_HEAD).eval()

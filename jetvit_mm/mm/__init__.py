@@ -11,13 +11,17 @@ from .backbones import JetViT, JetViTSupernet
 from .checkpoint import check_checkpoint_fits, enable_runner_checkpoint_loading, load_local_checkpoint
 from .depth import (
     AffineInvariantDepthMetric,
+    CityscapesDepthDataset,
     DA2KDataset,
     DA2KMetric,
     DepthAnythingResize,
+    DIODEDepthDataset,
     DPTDepthHead,
     JetViTDepthAnything,
+    LoadZeroShotDepth,
     PseudoLabelDepthEstimator,
     ScaleShiftInvariantLoss,
+    SintelDepthDataset,
 )
 from .distiller import FeatureDistiller
 from .hooks import ArchSpecHook, SupernetSamplerHook
@@ -25,7 +29,6 @@ from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
 from .registry import registered_types
 from .seg_heads import LinearProbeHead
-from .zero_shot_depth import CityscapesDepthDataset, DIODEDepthDataset, LoadZeroShotDepth, SintelDepthDataset
 
 enable_runner_checkpoint_loading()
 
