@@ -117,11 +117,11 @@ def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
     search_space = [''.join(sorted(space[i], key='LWF'.index)) for i in range(len(space))]
     supernet = JetViTSupernet(search_space=search_space, **args)
     check_trained_spec(saved_spec(state, raw.get('meta') or {}, 'student.', path), supernet.spec, path)
-    student.pop(SPEC_KEY, None)  # checked above (a checkpoint written before specs has none)
+    student[SPEC_KEY] = supernet.get_extra_state()  # checked above (a checkpoint written before specs has none)
     supernet.load_state_dict(student, strict=True)
     teacher_model = JetViT(**args)
     check_spec(saved_spec(state, {}, 'teacher.', path), teacher_model.spec, path, what='teacher')
-    teacher.pop(SPEC_KEY, None)
+    teacher[SPEC_KEY] = teacher_model.get_extra_state()
     teacher_model.load_state_dict(teacher, strict=True)
     return supernet.eval().requires_grad_(False), teacher_model.eval().requires_grad_(False)
 
