@@ -71,13 +71,17 @@ def tokens_to_map(tokens: torch.Tensor, num_prefix: int, grid: Tuple[int, int]) 
 
 
 # ------------------------------------------------------------------------------------- 1. all F == timm teacher
-# (JetViT model_name, timm reference, JetViT kwargs, prefix tokens, patch size, input sizes (one non-square))
-TEACHER_CASES = [
-    ('dinov3_vits16', 'vit_small_patch16_dinov3', {}, 5, 16, [(48, 48), (32, 80)]),
-    ('dinov3_vits16', 'vit_small_patch16_dinov3_qkvb', {'qkv_bias': True}, 5, 16, [(48, 48), (32, 80)]),
-    ('dinov3_vits16plus', 'vit_small_plus_patch16_dinov3', {}, 5, 16, [(48, 48), (64, 32)]),
-    ('dinov2_vits14', 'vit_small_patch14_dinov2', {'pos_embed_interp': 'timm'}, 1, 14, [(42, 42), (28, 70)]),
-]
+# (JetViT model_name, timm reference, JetViT kwargs, prefix tokens, patch size, input sizes (one non-square)): every
+# registered variant at tiny size, and DINOv3 with the qkv bias some timm variants have
+def _teacher_case(model_name: str, timm_name: str = None, **kwargs):
+    variant = VARIANTS[model_name]
+    if variant.family == 'dinov3':
+        return model_name, timm_name or variant.timm_name, kwargs, 5, 16, [(48, 48), (32, 80)]
+    return model_name, variant.timm_name, dict(kwargs, pos_embed_interp='timm'), 1, 14, [(42, 42), (28, 70)]
+
+
+TEACHER_CASES = [_teacher_case(name) for name in VARIANTS] + [
+    _teacher_case('dinov3_vits16', 'vit_small_patch16_dinov3_qkvb', qkv_bias=True)]
 TEACHER_IDS = [c[1] for c in TEACHER_CASES]
 
 
@@ -104,6 +108,10 @@ def test_all_full_arch_equals_timm_teacher(tmp_path, model_name, timm_name, kwar
             assert mine.shape == (2, 64, *grid)
             assert max_diff(mine, theirs) < ATOL
         assert max_diff(maps[-1], tokens_to_map(ref, num_prefix, grid)) < ATOL
+
+
+def test_teacher_cases_cover_every_registered_variant():
+    assert {case[0] for case in TEACHER_CASES} == set(VARIANTS)
 
 
 def test_teacher_comparison_is_sensitive(tmp_path):
