@@ -3,11 +3,13 @@ from pathlib import Path
 from typing import Dict, Optional
 
 import torch
+from mmengine.config import Config
 
 from jetvit_mm.models.arch import SPEC_KEY, SPEC_META_KEY, ArchSpec
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
+from .search_runner import build_downstream_model, load_downstream_heads, load_supernet
 
 
 def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_checkpoint: Optional[str] = None,
@@ -44,6 +46,17 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
         paths['finetune_config'].write_text(finetune_config(arch, Path(distill_config).resolve(), paths['backbone'],
                                                             build_args))
     return paths
+
+
+def export_from_checkpoint(cfg: Config, checkpoint: str, arch: str, out_dir: Path,
+                           head_checkpoint: Optional[str] = None, distill_config: Optional[str] = None
+                           ) -> Dict[str, Path]:
+    """:func:`export_hybrid` of the supernet in a distillation ``checkpoint``, built with ``cfg``'s backbone (a
+    downstream config, as the search uses); ``head_checkpoint`` must fit ``cfg``'s model, as the search requires."""
+    supernet, _ = load_supernet(checkpoint, cfg)
+    if head_checkpoint is not None:
+        load_downstream_heads(build_downstream_model(cfg), head_checkpoint, Path(cfg.filename).name)
+    return export_hybrid(supernet, arch, out_dir, head_checkpoint, distill_config)
 
 
 def check_distill_teacher(distill_config: Path, model_name: str) -> None:
