@@ -256,18 +256,16 @@ def test_search_scores_archs_by_a_zero_shot_set(data, checkpoint, tmp_path):
     metric declares) after a supernet distillation, and the best arch is the lowest score."""
     from jetvit_mm.datasets import make_depth
 
-    from .test_depth import load_search_tool
-
     mmseg_ckpt, original = checkpoint
     nyu = make_depth(tmp_path / 'nyu', splits={'train': 4}, size=(48, 64), seed=0)
     run_tool('train.py', REPO / 'configs' / 'tiny' / 'depth_distill_tiny.py', '--work-dir', tmp_path / 'distill',
              '--cfg-options', f'train_dataloader.dataset.data_root={nyu}', f'model.teacher.checkpoint={original}')
-    summary = load_search_tool().main([
-        str(CONFIGS / 'depthanything_large_eval_diode.py'), str(tmp_path / 'distill' / 'iter_4.pth'),
-        '--stage', '1', '--metric', 'abs_rel', '--head-checkpoint', str(mmseg_ckpt), '--beam-width', '2',
-        '--min-gain', '0.0', '--work-dir', str(tmp_path / 'search'), '--device', 'cpu', '--cfg-options',
-        *SHRINK, 'model.backbone.window_size=2', *single_process('val'),
-        f'val_dataloader.dataset.data_root={data["diode"]}'])
+    run_tool('search.py', CONFIGS / 'depthanything_large_eval_diode.py', tmp_path / 'distill' / 'iter_4.pth',
+             '--stage', '1', '--metric', 'abs_rel', '--head-checkpoint', mmseg_ckpt, '--beam-width', '2',
+             '--min-gain', '0.0', '--work-dir', tmp_path / 'search', '--device', 'cpu', '--cfg-options',
+             *SHRINK, 'model.backbone.window_size=2', *single_process('val'),
+             f'val_dataloader.dataset.data_root={data["diode"]}')
+    summary = json.loads((tmp_path / 'search' / 'search.json').read_text())
     scores = {r['arch']: r['score'] for r in summary['archs']}
     assert summary['higher_is_better'] is False and len(scores) >= 4
     assert all(0 < v < np.inf for v in scores.values()) and len(set(scores.values())) > 1
