@@ -7,44 +7,10 @@ from torch import nn
 
 from .base import TokenMixer
 from .kernels import WINDOW_KERNELS, check_kernel, compiled, flex_window_attention, select_window_kernel
+from .kernels.window_compiled import padded_window_attention
 from .kernels.window_flex import window_block_mask
 from .rope import check_num_tokens, rotate_query_key
-
-
-def window_partition(
-        x: torch.Tensor,
-        grid_size: Tuple[int, int],
-        window: Tuple[int, int],
-        prefix: Optional[torch.Tensor] = None,
-) -> torch.Tensor:
-    """Split patch tokens ``[B, H, h * w, C]`` into zero-padded windows ``[B * num_windows, H, P + wh * ww, C]``.
-
-    ``prefix`` (``[B, H, P, C]``, or None for P = 0) is put in front of every window. The windows are written into
-    one new tensor (a single copy of ``x``, whatever the padding and prefix), which keeps W's peak memory at F's.
-    """
-    B, H, _, C = x.shape
-    (h, w), (wh, ww) = grid_size, window
-    nh, nw = -(-h // wh), -(-w // ww)
-    P = 0 if prefix is None else prefix.shape[2]
-    grid = x.reshape(B, H, h, w, C)
-    if (nh * wh, nw * ww) != (h, w):
-        grid = F.pad(grid, (0, 0, 0, nw * ww - w, 0, nh * wh - h))
-    out = x.new_empty(B, nh * nw, H, P + wh * ww, C)
-    if prefix is not None:
-        out[:, :, :, :P] = prefix.unsqueeze(1)
-    windows = out[:, :, :, P:].unflatten(1, (nh, nw)).unflatten(4, (wh, ww))  # [B, nh, nw, H, wh, ww, C], a view
-    windows.copy_(grid.reshape(B, H, nh, wh, nw, ww, C).permute(0, 2, 4, 1, 3, 5, 6))
-    return out.reshape(B * nh * nw, H, P + wh * ww, C)
-
-
-def window_merge(x: torch.Tensor, batch: int, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
-    """Inverse of :func:`window_partition`, heads merged into channels: ``[B, h * w, H * C]``, padding dropped."""
-    _, H, _, C = x.shape
-    (h, w), (wh, ww) = grid_size, window
-    nh, nw = -(-h // wh), -(-w // ww)
-    x = x.reshape(batch, nh, nw, H, wh, ww, C).permute(0, 1, 4, 2, 5, 3, 6)
-    x = x.reshape(batch, nh * wh, nw * ww, H * C)[:, :h, :w]
-    return x.reshape(batch, h * w, H * C)
+from .window_layout import window_merge, window_partition
 
 
 def window_key_mask(
@@ -110,7 +76,8 @@ class WindowAttention(TokenMixer):
     of that side's length (the same result as padding, without the wasted work).
 
     ``kernel`` (a deployment switch, :mod:`~jetvit_mm.models.mixers.kernels`): ``'torch'`` (the reference),
-    ``'compile'`` (the same function compiled once per shape: RoPE, windowing and merging fused), ``'flex'``
+    ``'compile'`` (:func:`~jetvit_mm.models.mixers.kernels.window_compiled.padded_window_attention`, compiled once per
+    shape: RoPE, windowing and key padding fused, window keys padded for the CPU's bf16 attention kernel), ``'flex'``
     (FlexAttention over a window-major token order, no padded or concatenated copies; fast on CUDA, slow on the
     CPU) or ``'auto'`` (default: flex on CUDA, compile for large bf16/fp16 inputs on the CPU, else torch). With
     autograd recording (training) the torch path always runs.
@@ -160,7 +127,7 @@ class WindowAttention(TokenMixer):
                 block_mask = window_block_mask(tuple(grid_size), window, P, x.device)
                 out = compiled(flex_window_attention)(*args, block_mask)
         elif path == 'compile':
-            out = compiled(window_attention)(*args)
+            out = compiled(padded_window_attention)(*args)
         else:
             out = window_attention(*args, dropout_p=self.attn_drop.p if self.training else 0.)
         return self.proj_drop(self.proj(out))

@@ -6,17 +6,40 @@ Same semantics as :meth:`LinearAttention.linear_attention` plus the conv term: p
 every sum are fp32; the two matmuls take bf16 operands for bf16 inputs (fp32 accumulation) and fp32 operands
 otherwise (fp16 inputs keep an fp32 core: ``phi(q) z`` can exceed fp16's range).
 """
-from typing import Optional
+import weakref
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 
 from ..rope import rope_table
 
+_TABLES: Dict[Tuple, Tuple[weakref.ref, int, torch.Tensor]] = {}  # per RoPE embed: the layers of a forward share it
+
 
 def rotation_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool) -> torch.Tensor:
-    """fp32 ``[num_prefix_tokens + h * w, 2 * head_dim]`` table ``[sin', cos]`` with
-    ``rotate(x) = x * cos + partners(x) * sin'`` (:func:`partners`); prefix rows are the identity."""
+    """fp32 ``[num_prefix_tokens + h * w, 2 * head_dim]`` table ``[sin', cos]`` for :func:`rotate`: each feature's
+    sin carries the sign its partner (the other half, or the other element of its pair) enters with; prefix rows
+    are the identity.
+
+    Outside torch.compile the table is kept while ``rope`` (the model's cached embed) lives unchanged: every L layer
+    of every forward at that grid reuses it."""
+    if torch.compiler.is_compiling():
+        return _rotation_table(rope, num_prefix_tokens, rotate_half)
+    key = (id(rope), num_prefix_tokens, rotate_half)
+    hit = _TABLES.get(key)
+    version = -1 if rope.is_inference() else rope._version  # inference tensors keep no version counter
+    if hit is not None and hit[0]() is rope and hit[1] == version:
+        return hit[2]
+    for k in [k for k, (ref, _, _) in _TABLES.items() if ref() is None]:
+        del _TABLES[k]
+    table = _rotation_table(rope, num_prefix_tokens, rotate_half)
+    if len(_TABLES) < 16:
+        _TABLES[key] = (weakref.ref(rope), version, table)
+    return table
+
+
+def _rotation_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool) -> torch.Tensor:
     table = rope_table(rope.float(), num_prefix_tokens, rotate_half)
     if rotate_half:  # rope_table already folds rotate-half's sign into sin
         return table
@@ -26,12 +49,22 @@ def rotation_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool
     return torch.cat([sin * sign.flatten(), cos], dim=-1)
 
 
-def partners(x: torch.Tensor, rotate_half: bool) -> torch.Tensor:
-    """Each feature's RoPE partner: the other half (rotate-half) or the other element of its pair (interleaved)."""
+def _pairs(x: torch.Tensor, rotate_half: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The two members of every RoPE pair: the halves (rotate-half) or even / odd features (interleaved)."""
     if rotate_half:
-        x1, x2 = x.chunk(2, dim=-1)
-        return torch.cat([x2, x1], dim=-1)
-    return x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+        return x.chunk(2, dim=-1)
+    return x[..., 0::2], x[..., 1::2]
+
+
+def rotate(x: torch.Tensor, table: torch.Tensor, rotate_half: bool) -> torch.Tensor:
+    """RoPE with a :func:`rotation_table`: ``x * cos + partners(x) * sin'``, computed per pair member (no shuffled
+    copy of ``x``: under torch.compile one vectorised pass)."""
+    sin, cos = table.chunk(2, dim=-1)
+    (x1, x2), (s1, s2), (c1, c2) = _pairs(x, rotate_half), _pairs(sin, rotate_half), _pairs(cos, rotate_half)
+    y1, y2 = x1 * c1 + x2 * s1, x2 * c2 + x1 * s2
+    if rotate_half:
+        return torch.cat([y1, y2], dim=-1)
+    return torch.stack([y1, y2], dim=-1).flatten(-2)
 
 
 def feature_map(x: torch.Tensor, focusing: Optional[float], eps: float) -> torch.Tensor:
@@ -71,9 +104,7 @@ def fused_linear_attention(
         q, k = feature_map(q.float(), focusing, eps), feature_map(k.float(), focusing, eps)
         denominator = (q * k.sum(dim=2, keepdim=True)).sum(dim=-1, keepdim=True)  # [B, H, N, 1]
         if table is not None:
-            sin, cos = table.chunk(2, dim=-1)
-            q = q * cos + partners(q, rotate_half) * sin
-            k = k * cos + partners(k, rotate_half) * sin
+            q, k = rotate(q, table, rotate_half), rotate(k, table, rotate_half)
         state = k.to(operand).transpose(-2, -1) @ v.to(operand)  # [B, H, head_dim, head_dim]
         out = (q.to(operand) @ state).float() / (denominator + eps)
         out = out.transpose(1, 2).reshape(B, N, D)
