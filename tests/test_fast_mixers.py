@@ -334,6 +334,23 @@ def test_training_runs_the_torch_path_whatever_the_kernel(fresh_dynamo):
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in fast.parameters())
 
 
+@needs_compile
+def test_flop_count_runs_the_torch_path_under_fake_tensors(fresh_dynamo):
+    """Shape-only FLOP counting (FakeTensorMode) cannot run compiled or Triton code: the mixers take the torch path
+    there, whatever the kernel, and count the same."""
+    from jetvit_mm.benchmark.flops import count_flops
+    from jetvit_mm.models import JetViT
+
+    kw = dict(model_name='dinov3_vits16', arch='LWF', embed_dim=32, depth=3, num_heads=2, window_size=2)
+    fast = JetViT(**kw, linear_cfg=dict(kernel='compile'), window_kernel='flex').eval()
+    assert count_flops(fast, (64, 96)) == count_flops(JetViT(**kw).eval(), (64, 96))
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        assert select_linear_kernel('compile', torch.device('cpu'), torch.bfloat16, 10, False) == 'torch'
+        assert select_window_kernel('flex', torch.device('cpu'), torch.bfloat16, 10, False) == 'torch'
+
+
 def test_kernel_switches_are_deployment_options_not_what_a_layer_computes():
     saved = dict(window_size=8, window_kernel='torch', linear_cfg=dict(conv='static', kernel='torch'))
     given = dict(window_size=8, window_kernel='flex', linear_cfg=dict(conv='static', kernel='triton'))

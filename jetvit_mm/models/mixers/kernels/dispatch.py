@@ -6,12 +6,14 @@
 - ``'flex'`` (W only): FlexAttention with a window + global-prefix block mask (compiled; fast on CUDA).
 - ``'auto'`` (default): the fastest path for the device and dtype, the torch path where the others are absent.
 
-The fast paths are inference paths: whenever autograd records the call (training), the torch path runs. Inside a
+The fast paths are inference paths: whenever autograd records the call (training), the torch path runs, and so it
+does under a tensor-dispatch mode (FakeTensorMode: shape-only FLOP counting; FLOP counters; tracing). Inside a
 user's own torch.compile, the pure-torch fused formulation (L) or FlexAttention (W, on CUDA) is traced inline.
 """
 from typing import Tuple
 
 import torch
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 from .availability import compile_available, flex_available, triton_available
 
@@ -55,10 +57,10 @@ def select_linear_kernel(requested: str, device: torch.device, dtype: torch.dtyp
                          needs_grad: bool) -> str:
     """The L path to run: ``'torch'``, ``'fused'`` (the pure formulation, traced by an outer torch.compile),
     ``'compile'`` or ``'triton'``."""
-    if needs_grad:
-        return 'torch'
     if torch.compiler.is_compiling():
-        return 'torch' if requested == 'torch' else 'fused'
+        return 'torch' if requested == 'torch' or needs_grad else 'fused'
+    if needs_grad or is_in_torch_dispatch_mode():
+        return 'torch'
     if requested == 'auto':
         if device.type == 'cuda' and triton_available('cuda'):
             return 'triton'
@@ -70,11 +72,11 @@ def select_window_kernel(requested: str, device: torch.device, dtype: torch.dtyp
                          needs_grad: bool) -> str:
     """The W path to run: ``'torch'``, ``'compile'`` or ``'flex'`` (``'torch'`` inside an outer torch.compile, which
     fuses its copies, except FlexAttention where it is asked for or fast: CUDA)."""
-    if needs_grad:
-        return 'torch'
     if torch.compiler.is_compiling():
         flex = requested == 'flex' or (requested == 'auto' and device.type == 'cuda')
-        return 'flex' if flex else 'torch'
+        return 'flex' if flex and not needs_grad else 'torch'
+    if needs_grad or is_in_torch_dispatch_mode():
+        return 'torch'
     if requested == 'auto':
         if device.type == 'cuda' and flex_available('cuda'):
             return 'flex'
