@@ -11,7 +11,8 @@
 #     bash scripts/gpu_benchmark.sh "$OUT"              # on the device machine; a few minutes on one H200
 #     DEVICE=cpu SIZES="64 128" MIXER_GRID="4 8" REPEAT=1 WARMUP=0 THROUGHPUT=2 COMPILE_SIZE="64 128" \
 #         DEPTH_SIZES="28 56" FAST_SIZE="64 128" FAST_DEPTH_SIZE="28 56" bash scripts/gpu_benchmark.sh /tmp/smoke
-#     # (a dry run here: on the CPU 'auto' takes the torch paths at these sizes; FAST_KERNELS="compile" to compile)
+#     # (a dry run here: on the CPU the triton and flex mixer entries are left out, 'auto' takes the torch paths at
+#     # these sizes, the 'compile' entries compile)
 #
 # Throughput is timed at a given batch (THROUGHPUT, default 8) rather than the largest that fits: on a 141 GB card
 # the search for the largest batch alone would take minutes per arch at 1024x2048. Each phase runs even if an

@@ -117,7 +117,8 @@ class WindowAttention(TokenMixer):
         window = (min(self.window_size, h), min(self.window_size, w))
         qkv = self.qkv(x)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
-        path = select_window_kernel(self.kernel, x.device, qkv.dtype, x.numel(), needs_grad)
+        dropout = self.training and self.attn_drop.p > 0  # the fast paths have no attention dropout
+        path = select_window_kernel(self.kernel, x.device, qkv.dtype, x.numel(), needs_grad or dropout)
         args = (qkv, tuple(grid_size), window, self.num_heads, P, rope, self.rotate_half)
         if path == 'flex':
             if torch.compiler.is_compiling():  # traced inline, mask construction included
