@@ -42,7 +42,7 @@ def window_attention(
         dropout_p: float = 0.,
 ) -> torch.Tensor:
     """Window attention with global prefix tokens on ``qkv`` (``[B, N, 3 * D]``, the qkv Linear's output): heads
-    merged, before ``proj``, ``[B, N, D]``. The torch path, and what ``kernel='compile'`` compiles."""
+    merged, before ``proj``, ``[B, N, D]``: the torch path."""
     B, N, D3 = qkv.shape
     D, P = D3 // 3, num_prefix_tokens
     q, k, v = qkv.reshape(B, N, 3, num_heads, D // num_heads).permute(2, 0, 3, 1, 4).unbind(0)
@@ -128,7 +128,8 @@ class WindowAttention(TokenMixer):
                 block_mask = window_block_mask(tuple(grid_size), window, P, x.device)
                 out = compiled(flex_window_attention)(*args, block_mask)
         elif path == 'compile':
-            out = compiled(padded_window_attention)(*args)
+            padded = padded_window_attention if torch.compiler.is_compiling() else compiled(padded_window_attention)
+            out = padded(*args)
         else:
             out = window_attention(*args, dropout_p=self.attn_drop.p if self.training else 0.)
         return self.proj_drop(self.proj(out))

@@ -8,7 +8,8 @@
 
 The fast paths are inference paths: whenever autograd records the call (training), the torch path runs, and so it
 does under a tensor-dispatch mode (FakeTensorMode: shape-only FLOP counting; FLOP counters; tracing). Inside a
-user's own torch.compile, the pure-torch fused formulation (L) or FlexAttention (W, on CUDA) is traced inline.
+user's own torch.compile, the pure-torch fused formulation (L), FlexAttention (W on CUDA) or the padded-key windows
+(W elsewhere) are traced inline.
 """
 from typing import Tuple
 
@@ -70,11 +71,12 @@ def select_linear_kernel(requested: str, device: torch.device, dtype: torch.dtyp
 
 def select_window_kernel(requested: str, device: torch.device, dtype: torch.dtype, numel: int,
                          needs_grad: bool) -> str:
-    """The W path to run: ``'torch'``, ``'compile'`` or ``'flex'`` (``'torch'`` inside an outer torch.compile, which
-    fuses its copies, except FlexAttention where it is asked for or fast: CUDA)."""
+    """The W path to run: ``'torch'``, ``'compile'`` or ``'flex'``; inside an outer torch.compile the chosen
+    formulation is traced inline (``'auto'``: FlexAttention on CUDA, the padded-key windows elsewhere)."""
     if torch.compiler.is_compiling():
-        flex = requested == 'flex' or (requested == 'auto' and device.type == 'cuda')
-        return 'flex' if flex and not needs_grad else 'torch'
+        if requested == 'torch' or needs_grad:
+            return 'torch'
+        return 'flex' if requested == 'flex' or (requested == 'auto' and device.type == 'cuda') else 'compile'
     if needs_grad or is_in_torch_dispatch_mode():
         return 'torch'
     if requested == 'auto':
