@@ -48,7 +48,7 @@ class LinearAttention(TokenMixer):
     class's :meth:`linear_attention`, rounding as ``precision`` says), ``'compile'`` (the fused formulation
     :func:`~jetvit_mm.models.mixers.kernels.linear_fused.fused_linear_attention`, compiled once per shape),
     ``'triton'`` (fused Triton kernels that never write phi(q), phi(k) or their rotated copies) or ``'auto'``
-    (default: triton on CUDA, compile for large bf16/fp16 inputs on the CPU, else torch). The fused paths keep
+    (default: triton on CUDA, compile for large inputs on the CPU, else torch). The fused paths keep
     their elementwise math and every sum in fp32 and give the matmuls bf16 operands for bf16 inputs, fp32 ones
     otherwise, whatever ``precision``: within bf16 rounding of the fp32 result. With autograd recording (training)
     the torch path always runs.
@@ -135,7 +135,7 @@ class LinearAttention(TokenMixer):
         check_num_tokens(N, P, grid_size)
         qkv_flat = self.qkv(x)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
-        path = select_linear_kernel(self.kernel, x.device, qkv_flat.dtype, x.numel(), needs_grad)
+        path = select_linear_kernel(self.kernel, x.device, x.numel(), needs_grad)
         qkv = qkv_flat.reshape(B, N, 3, self.num_heads, self.head_dim)
         if path == 'torch':
             q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)

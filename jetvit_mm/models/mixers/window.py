@@ -79,7 +79,7 @@ class WindowAttention(TokenMixer):
     ``'compile'`` (:func:`~jetvit_mm.models.mixers.kernels.window_compiled.padded_window_attention`, compiled once per
     shape: RoPE, windowing and key padding fused, window keys padded for the CPU's bf16 attention kernel), ``'flex'``
     (FlexAttention over a window-major token order, no padded or concatenated copies; fast on CUDA, slow on the
-    CPU) or ``'auto'`` (default: flex on CUDA, compile for large bf16/fp16 inputs on the CPU, else torch). With
+    CPU) or ``'auto'`` (default: flex on CUDA, compile for large inputs on the CPU, else torch). With
     autograd recording (training) the torch path always runs.
     """
 
@@ -118,7 +118,7 @@ class WindowAttention(TokenMixer):
         qkv = self.qkv(x)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
         dropout = self.training and self.attn_drop.p > 0  # the fast paths have no attention dropout
-        path = select_window_kernel(self.kernel, x.device, qkv.dtype, x.numel(), needs_grad or dropout)
+        path = select_window_kernel(self.kernel, x.device, x.numel(), needs_grad or dropout)
         args = (qkv, tuple(grid_size), window, self.num_heads, P, rope, self.rotate_half)
         if path == 'flex':
             if torch.compiler.is_compiling():  # traced inline, mask construction included

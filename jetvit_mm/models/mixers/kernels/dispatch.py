@@ -49,13 +49,11 @@ def _named(requested: str, valid: Tuple[str, ...], option: str, device: torch.de
     return requested
 
 
-def _auto_compiles(device: torch.device, dtype: torch.dtype, numel: int) -> bool:
-    return (device.type == 'cpu' and dtype != torch.float32 and numel >= AUTO_COMPILE_MIN_ELEMENTS
-            and compile_available('cpu'))
+def _auto_compiles(device: torch.device, numel: int) -> bool:
+    return device.type == 'cpu' and numel >= AUTO_COMPILE_MIN_ELEMENTS and compile_available('cpu')
 
 
-def select_linear_kernel(requested: str, device: torch.device, dtype: torch.dtype, numel: int,
-                         needs_grad: bool) -> str:
+def select_linear_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool) -> str:
     """The L path to run: ``'torch'``, ``'fused'`` (the pure formulation, traced by an outer torch.compile),
     ``'compile'`` or ``'triton'``."""
     if torch.compiler.is_compiling():
@@ -65,12 +63,11 @@ def select_linear_kernel(requested: str, device: torch.device, dtype: torch.dtyp
     if requested == 'auto':
         if device.type == 'cuda' and triton_available('cuda'):
             return 'triton'
-        return 'compile' if _auto_compiles(device, dtype, numel) else 'torch'
+        return 'compile' if _auto_compiles(device, numel) else 'torch'
     return _named(requested, LINEAR_KERNELS, 'linear_cfg.kernel', device)
 
 
-def select_window_kernel(requested: str, device: torch.device, dtype: torch.dtype, numel: int,
-                         needs_grad: bool) -> str:
+def select_window_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool) -> str:
     """The W path to run: ``'torch'``, ``'compile'`` or ``'flex'``; inside an outer torch.compile the chosen
     formulation is traced inline (``'auto'``: FlexAttention on CUDA, the padded-key windows elsewhere)."""
     if torch.compiler.is_compiling():
@@ -82,5 +79,5 @@ def select_window_kernel(requested: str, device: torch.device, dtype: torch.dtyp
     if requested == 'auto':
         if device.type == 'cuda' and flex_available('cuda'):
             return 'flex'
-        return 'compile' if _auto_compiles(device, dtype, numel) else 'torch'
+        return 'compile' if _auto_compiles(device, numel) else 'torch'
     return _named(requested, WINDOW_KERNELS, 'window_kernel', device)
