@@ -402,8 +402,13 @@ def test_bad_options_are_refused():
         JetViT('dinov3_vits16', depth=2, inherit='qkv', **TINY)
     with pytest.raises(ValueError, match='dinov2, timm'):
         JetViT('dinov2_vits14', depth=2, pos_embed_interp='bilinear', **TINY)
-    with pytest.raises(TypeError, match='kernel'):
+    with pytest.raises(TypeError, match="unknown linear_cfg key.*'kernel_sizes'"):
+        JetViT('dinov3_vits16', arch='FF', depth=2, linear_cfg={'kernel_sizes': 3}, **TINY)
+    # 'kernel' is the L implementation switch (issue 20): a kernel size given there is refused by name
+    with pytest.raises(ValueError, match="unknown linear_cfg.kernel 3; valid: 'auto', 'torch', 'compile', 'triton'"):
         JetViT('dinov3_vits16', arch='FF', depth=2, linear_cfg={'kernel': 3}, **TINY)
+    with pytest.raises(ValueError, match="unknown window_kernel 'fast'"):
+        JetViT('dinov3_vits16', arch='FF', depth=2, window_kernel='fast', **TINY)
 
 
 @pytest.mark.parametrize('model_name,size,patch', [('dinov3_vits16', (33, 48), 16), ('dinov2_vits14', (28, 40), 14)])

@@ -506,9 +506,10 @@ def test_benchmark_mixers_runs_at_tiny_size(tmp_path):
                         '--warmup', '0', '--repeat', '2', '--json', str(out), '--malloc', 'system'])
     assert out.is_file()
     assert set(result['stats']) >= {'F', 'W3', 'L-none', 'L-static', 'L-squeeze', 'L-token', 'block L-static',
-                                    'block L-squeeze'}
+                                    'block L-squeeze', 'L-squeeze auto', 'block L-squeeze auto', 'W3 auto'}
     assert all(len(samples) == 2 for samples in result['samples_ms'].values())
-    assert len(result['targets']) == 3
+    assert [t['target'].split(' <=')[0] for t in result['targets'][:2]] == ['L-squeeze auto', 'W3 auto']
+    assert len(result['targets']) == 5  # the fast paths' L/F and W/F, then the torch paths' three
 
 
 def test_benchmark_plain_mistakes_get_usage_errors(tmp_path, capsys):

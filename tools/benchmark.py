@@ -2,12 +2,15 @@
 
     python tools/benchmark.py mixers [--grid 64 128] [--dim 768] [--heads 12] [--batch 1] [--prefix 5]
         [--window 16] [--warmup 2] [--repeat 5] [--dtype fp32|bf16] [--device cpu|cuda] [--threads N]
-        [--no-rope] [--cuda-graph] [--malloc keep|system] [--json PATH]
+        [--no-rope] [--cuda-graph] [--malloc keep|system] [--kernel auto|compile|triton|flex ...]
+        [--json PATH]
 
 `mixers` times every token mixer alone (F, W, L with each conv variant, plus the bare qkv/proj projections
 every mixer contains) and whole pre-norm blocks (mixer + timm Mlp ratio 4 + LayerNorms) for L-static vs
-L-squeeze. Measurements are interleaved: each repeat runs every entry once (rotating the start), so slow drifts
-of a shared machine hit all entries alike. Reports median, min and max per entry and checks the targets of
+L-squeeze, all on the reference torch path, plus L-squeeze, W and the L-squeeze block on each ``--kernel`` (the
+mixers' fast-path switch, default ``auto``: what a user gets; ``triton`` is L only, ``flex`` W only). Measurements
+are interleaved: each repeat runs every entry once (rotating the start), so slow drifts of a shared machine hit all
+entries alike. Reports median, min and max per entry and checks the targets of
 docs/benchmarks.md.
 
     python tools/benchmark.py distill-step [--model dinov3_vitb16] [--arch LWLWLWLWLWLW] [--size 256 512]
@@ -19,8 +22,8 @@ student with the same arch, interleaved (the supernet's overhead target: at most
     python tools/benchmark.py models [--model dinov3_vitb16] [--arch teacher|2F|all-L|all-W|ARCH ...]
         [--config CONFIG] [--checkpoint EXPORTED.pth] [--size H W ...] [--batch 1] [--dtype fp32|bf16|fp16]
         [--device cpu|cuda] [--warmup 1] [--repeat 5] [--compile] [--cuda-graph] [--throughput [BATCH]]
-        [--linear-cfg KEY=VALUE ...] [--threads N] [--malloc keep|system] [--head none|dpt] [--no-teacher]
-        [--no-memory] [--profile] [--json PATH] [--plot PNG]
+        [--linear-cfg KEY=VALUE ...] [--window-kernel auto|torch|compile|flex] [--threads N] [--malloc keep|system]
+        [--head none|dpt] [--no-teacher] [--no-memory] [--profile] [--json PATH] [--plot PNG]
 
 `models` times whole JetViT forwards (random weights unless --checkpoint) for each arch at each --size, every
 (size, arch) pair interleaved per repeat (so that both the speed-ups and the growth with size are measured side by
@@ -38,7 +41,8 @@ or ``--config configs/jetvit/depthanything_large_eval.py --head dpt``; its FLOPs
 
 On CUDA, ``--cuda-graph`` captures each timed call in a CUDA graph and times its replay: at batch 1 a ViT-B
 forward launches hundreds of small kernels, and eager timing then measures the host's launch rate as much as the
-GPU. ``--linear-cfg precision=mixed`` (any L-mixer option) applies to every arch's L layers.
+GPU. ``--linear-cfg precision=mixed`` (any L-mixer option, e.g. ``kernel=torch``) applies to every arch's L layers,
+``--window-kernel`` to its W layers (default: the model's, ``auto``).
 
 On CPU, ``--malloc keep`` (the default of every subcommand) makes glibc keep freed memory for the next call:
 with the system policy every forward at 1024x2048 maps its big tensors afresh and page-faults ~1.2 million times,
@@ -68,9 +72,11 @@ from jetvit_mm.benchmark.memory import build_model, cuda_forward_memory, measure
 from jetvit_mm.cli import check_inputs
 from jetvit_mm.models.heads.dpt import dpt_preset
 from jetvit_mm.models.mixers import build_mixer, validate_arch
+from jetvit_mm.models.mixers.kernels import LINEAR_KERNELS, WINDOW_KERNELS
 from jetvit_mm.models.variants import get_variant
 
 DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16}
+FAST_KERNELS = tuple(sorted(set(LINEAR_KERNELS + WINDOW_KERNELS) - {'torch'}))
 LINEAR_CONVS = ('none', 'static', 'squeeze', 'token')
 
 
@@ -102,20 +108,32 @@ class Block(nn.Module):
 
 
 def mixer_entries(args: argparse.Namespace) -> Dict[str, nn.Module]:
-    """Everything `mixers` times, by display name."""
+    """Everything `mixers` times, by display name: the reference (torch) path of every mixer, then the fast paths
+    of ``--kernel``."""
     common = dict(dim=args.dim, num_heads=args.heads, num_prefix_tokens=args.prefix)
+    torch_l = {'kernel': 'torch'}
     entries: Dict[str, nn.Module] = {
         'qkv+proj only': Projections(args.dim),
         'F': build_mixer('F', **common),
-        f'W{args.window}': build_mixer('W', **common, window_size=args.window),
+        f'W{args.window}': build_mixer('W', **common, window_size=args.window, window_kernel='torch'),
     }
     for conv in LINEAR_CONVS:
-        entries[f'L-{conv}'] = build_mixer('L', **common, linear_cfg={'conv': conv})
-    entries['L-squeeze focus3'] = build_mixer('L', **common, linear_cfg={'conv': 'squeeze', 'focusing': 3.0})
+        entries[f'L-{conv}'] = build_mixer('L', **common, linear_cfg={'conv': conv, **torch_l})
+    entries['L-squeeze focus3'] = build_mixer('L', **common,
+                                              linear_cfg={'conv': 'squeeze', 'focusing': 3.0, **torch_l})
     if args.dtype != 'fp32':  # in fp32 the same computation as L-squeeze
-        entries['L-squeeze mixed'] = build_mixer('L', **common, linear_cfg={'conv': 'squeeze', 'precision': 'mixed'})
+        entries['L-squeeze mixed'] = build_mixer('L', **common,
+                                                 linear_cfg={'conv': 'squeeze', 'precision': 'mixed', **torch_l})
     for conv in ('static', 'squeeze'):
-        entries[f'block L-{conv}'] = Block(args.dim, build_mixer('L', **common, linear_cfg={'conv': conv}))
+        entries[f'block L-{conv}'] = Block(args.dim, build_mixer('L', **common, linear_cfg={'conv': conv, **torch_l}))
+    for kernel in args.kernel or ('auto',):
+        if kernel in LINEAR_KERNELS:
+            fast_l = {'conv': 'squeeze', 'kernel': kernel}
+            entries[f'L-squeeze {kernel}'] = build_mixer('L', **common, linear_cfg=fast_l)
+            entries[f'block L-squeeze {kernel}'] = Block(args.dim, build_mixer('L', **common, linear_cfg=fast_l))
+        if kernel in WINDOW_KERNELS:
+            entries[f'W{args.window} {kernel}'] = build_mixer('W', **common, window_size=args.window,
+                                                              window_kernel=kernel)
     return entries
 
 
@@ -205,7 +223,15 @@ def check_targets(stats: Dict[str, Dict[str, float]]) -> List[Dict[str, object]]
     block_overhead = med['block L-squeeze'] / med['block L-static'] - 1
     token_ratio = med['L-token'] / med['L-static']
     token_min_ratio = stats['L-token']['min_ms'] / stats['L-static']['min_ms']
-    return [
+    fast = []
+    for name in med:  # the fast-path entries: 'L-squeeze <kernel>', 'W<size> <kernel>'
+        mixer, _, kernel = name.partition(' ')
+        goal = 0.2 if mixer == 'L-squeeze' else 0.25 if mixer.startswith('W') else None
+        if goal is not None and kernel in FAST_KERNELS:
+            ratio = med[name] / med['F']
+            fast.append({'target': f'{name} <= {goal} of F (the fast paths\' GPU target)', 'value': f'{ratio:.3f}',
+                         'met': ratio <= goal})
+    return fast + [
         {'target': 'L-squeeze <= 1/20 of F', 'value': f'{ratio_l_f:.3f} (1/{1 / ratio_l_f:.1f})',
          'met': ratio_l_f <= 1 / 20},
         {'target': 'block: squeeze <= +5% over static', 'value': f'{block_overhead * 100:+.1f}%',
@@ -406,6 +432,8 @@ def model_entries(args: argparse.Namespace) -> List[Dict[str, object]]:
     base.setdefault('model_name', args.model)
     if args.window is not None:
         base['window_size'] = args.window
+    if args.window_kernel is not None:
+        base['window_kernel'] = args.window_kernel
     for option in args.linear_cfg or ():
         base['linear_cfg'] = {**(base.get('linear_cfg') or {}), **option}
     depth = get_variant(base['model_name']).depth if base.get('depth') is None else int(base['depth'])
@@ -848,6 +876,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     mixers.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     mixers.add_argument('--no-rope', action='store_true', help='no RoPE (DINOv2-style teacher)')
     mixers.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
+    mixers.add_argument('--kernel', action='append', default=None,
+                        choices=FAST_KERNELS,
+                        help='fast path(s) to time next to the torch reference, repeatable (default: auto); '
+                             'triton is L only, flex W only')
     mixers.add_argument('--json', type=Path, default=None, help='also write all samples and stats here')
     mixers.set_defaults(func=run_mixers)
 
@@ -889,6 +921,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--throughput', type=int, nargs='?', const=-1, default=None, metavar='BATCH',
                         help='also time this batch for images/s; without a value: the largest power-of-two batch '
                              'that fits (CUDA) or --batch (CPU). Default: images/s of the latency run')
+    models.add_argument('--window-kernel', choices=WINDOW_KERNELS, default=None,
+                        help='W layers\' implementation for every arch (default: the model\'s own, auto)')
     models.add_argument('--threads', type=int, default=0, help='torch threads on CPU (0: torch default)')
     models.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     models.add_argument('--head', choices=('none', 'dpt'), default='none',

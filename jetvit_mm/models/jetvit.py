@@ -80,7 +80,10 @@ class JetViT(nn.Module):
         out_indices: layers whose outputs ``forward`` returns (negative counts from the end); default: the
             last layer for DINOv3, DepthAnythingV2's tapped layers for DINOv2.
         window_size: W mixers' window, in patches.
-        linear_cfg: L mixers' options (``conv``, ``kernel_size``, ``reduction``, ``focusing``, ...).
+        linear_cfg: L mixers' options (``conv``, ``kernel_size``, ``reduction``, ``focusing``, ..., and the
+            implementation switch ``kernel``: ``'auto'`` (default), ``'torch'``, ``'compile'``, ``'triton'``).
+        window_kernel: W mixers' implementation: ``'auto'`` (default), ``'torch'``, ``'compile'``, ``'flex'``
+            (:mod:`~jetvit_mm.models.mixers.kernels`; a deployment switch: same computation, other rounding).
         frozen: no gradients and always eval mode (linear probing).
         drop_path_rate: stochastic depth, linear over depth.
         embed_dim, depth, num_heads: overrides for small models.
@@ -110,6 +113,7 @@ class JetViT(nn.Module):
             qkv_bias: Optional[bool] = None,
             pos_embed_interp: str = 'dinov2',
             rope_periods: str = 'checkpoint',
+            window_kernel: str = 'auto',
     ) -> None:
         super().__init__()
         variant = get_variant(model_name)
@@ -126,7 +130,7 @@ class JetViT(nn.Module):
         self.build_args = dict(model_name=model_name, out_indices=out_indices, window_size=window_size,
                                linear_cfg=linear_cfg, drop_path_rate=drop_path_rate, embed_dim=embed_dim, depth=depth,
                                num_heads=num_heads, qkv_bias=qkv_bias, pos_embed_interp=pos_embed_interp,
-                               rope_periods=rope_periods)
+                               rope_periods=rope_periods, window_kernel=window_kernel)
         self.model_name = model_name
         self.family = variant.family
         self.embed_dim = teacher.embed_dim
@@ -154,7 +158,7 @@ class JetViT(nn.Module):
         self.qkv_bias = teacher_attn.qkv.bias is not None or getattr(teacher_attn, 'q_bias', None) is not None
         mixer_args = dict(dim=self.embed_dim, num_heads=self.num_heads, qkv_bias=self.qkv_bias,
                           num_prefix_tokens=self.num_prefix_tokens, rotate_half=variant.family == 'dinov3',
-                          window_size=window_size, linear_cfg=linear_cfg)
+                          window_size=window_size, linear_cfg=linear_cfg, window_kernel=window_kernel)
         blocks = []
         for letter, block in zip(self.arch, teacher.blocks):
             mixer = build_mixer(letter, **mixer_args)

@@ -57,11 +57,12 @@ def build_mixer(
         proj_drop: float = 0.,
         window_size: int = 16,
         linear_cfg: Optional[Dict[str, Any]] = None,
+        window_kernel: str = 'auto',
 ) -> nn.Module:
-    """Build the mixer for ``letter``; ``window_size`` goes to W only, ``linear_cfg`` to L only.
+    """Build the mixer for ``letter``; ``window_size`` and ``window_kernel`` go to W only, ``linear_cfg`` to L only.
 
-    ``linear_cfg`` (keys and values) and ``window_size`` are checked whatever the letter, so a typo never hides
-    behind an arch without L or W layers until a search or a later arch reaches one.
+    ``linear_cfg`` (keys and values), ``window_size`` and ``window_kernel`` are checked whatever the letter, so a typo
+    never hides behind an arch without L or W layers until a search or a later arch reaches one.
     """
     linear_cfg = dict(linear_cfg or {})
     unknown = sorted(set(linear_cfg) - set(LINEAR_CFG_KEYS))
@@ -72,14 +73,14 @@ def build_mixer(
     # RNG state restored: building a model must draw the same random numbers whatever its letters)
     with torch.random.fork_rng(devices=[]):
         if cls is not WindowAttention:
-            WindowAttention(dim=2, num_heads=1, window_size=window_size)
+            WindowAttention(dim=2, num_heads=1, window_size=window_size, kernel=window_kernel)
         if cls is not LinearAttention:
             LinearAttention(dim=2, num_heads=1, **linear_cfg)
     common = dict(dim=dim, num_heads=num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias,
                   num_prefix_tokens=num_prefix_tokens, rotate_half=rotate_half, attn_drop=attn_drop,
                   proj_drop=proj_drop)
     if cls is WindowAttention:
-        return WindowAttention(**common, window_size=window_size)
+        return WindowAttention(**common, window_size=window_size, kernel=window_kernel)
     if cls is LinearAttention:
         return LinearAttention(**common, **linear_cfg)
     return cls(**common)
@@ -88,7 +89,9 @@ def build_mixer(
 def mixing_args(args: Optional[Dict[str, Any]], letters: str = 'LW') -> Dict[str, Any]:
     """What the ``letters`` layers compute beyond their parameters, defaults filled in: the W window
     (``window_size``) and every L option (``linear_cfg.<key>``). These options have no parameters of their own (or
-    the same ones), so weights trained with other values load without complaint and compute something else."""
+    the same ones), so weights trained with other values load without complaint and compute something else.
+    Deployment switches that change only rounding (``linear_cfg.precision``, ``linear_cfg.kernel``, the W
+    ``window_kernel``) are not part of it."""
     args = args or {}
     out: Dict[str, Any] = {}
     if 'W' in letters:
@@ -100,6 +103,7 @@ def mixing_args(args: Optional[Dict[str, Any]], letters: str = 'LW') -> Dict[str
         linear.update(args.get('linear_cfg') or {})
         linear.pop('kernel_init')  # how the conv starts: trained weights compute the same either way
         linear.pop('precision')  # where bf16 rounds under autocast: the same computation (a deployment switch)
+        linear.pop('kernel')  # which implementation runs: the same computation (a deployment switch)
         out.update({f'linear_cfg.{k}': v for k, v in linear.items()})
     return out
 

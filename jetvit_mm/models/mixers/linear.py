@@ -5,6 +5,15 @@ import torch
 import torch.nn.functional as F
 
 from .base import TokenMixer
+from .kernels import (
+    LINEAR_KERNELS,
+    check_kernel,
+    compiled,
+    fused_linear_attention,
+    rotation_table,
+    select_linear_kernel,
+    triton_linear_attention,
+)
 from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
 from .squeeze_conv import build_value_conv
 
@@ -35,6 +44,15 @@ class LinearAttention(TokenMixer):
     added to the patch tokens only, before ``proj``; ``kernel_init='zero'`` (default) starts it at exactly zero,
     ``'trunc_normal'`` with a small random static kernel (see ``squeeze_conv``).
 
+    ``kernel`` (a deployment switch, :mod:`~jetvit_mm.models.mixers.kernels`): ``'torch'`` (the reference, this
+    class's :meth:`linear_attention`, rounding as ``precision`` says), ``'compile'`` (the fused formulation
+    :func:`~jetvit_mm.models.mixers.kernels.linear_fused.fused_linear_attention`, compiled once per shape),
+    ``'triton'`` (fused Triton kernels that never write phi(q), phi(k) or their rotated copies) or ``'auto'``
+    (default: triton on CUDA, compile for large inputs on the CPU, else torch). The fused paths keep
+    their elementwise math and every sum in fp32 and give the matmuls bf16 operands for bf16 inputs, fp32 ones
+    otherwise, whatever ``precision``: within bf16 rounding of the fp32 result. With autograd recording (training)
+    the torch path always runs.
+
     There is no attention matrix to drop out, so ``attn_drop`` must be 0.
     """
 
@@ -56,6 +74,7 @@ class LinearAttention(TokenMixer):
             eps: float = 1e-6,
             precision: str = 'fp32',
             kernel_init: str = 'zero',
+            kernel: str = 'auto',
     ) -> None:
         super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         if attn_drop != 0.:
@@ -67,6 +86,7 @@ class LinearAttention(TokenMixer):
             raise ValueError(f'unknown precision {precision!r}; valid: {", ".join(repr(p) for p in PRECISIONS)}')
         self.focusing = focusing
         self.precision = precision
+        self.kernel = check_kernel(kernel, LINEAR_KERNELS, 'linear_cfg.kernel')
         self.rope_numerator = rope_numerator
         self.eps = eps
         self.conv = build_value_conv(conv, dim, kernel_size, reduction, kernel_init)
@@ -113,12 +133,33 @@ class LinearAttention(TokenMixer):
         B, N, D = x.shape
         P = self.num_prefix_tokens
         check_num_tokens(N, P, grid_size)
-        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        out = self.linear_attention(q, k, v, rope).transpose(1, 2).reshape(B, N, D).to(x.dtype)
-        if self.conv is not None:
-            h, w = grid_size
-            v_grid = qkv[:, P:, 2].reshape(B, h, w, D).permute(0, 3, 1, 2)
-            conv = self.conv(v_grid).flatten(2).transpose(1, 2)  # [B, h * w, D]
-            out[:, P:] += conv  # out: a fresh tensor no autograd node saved; in place saves a copy
-        return self.proj_drop(self.proj(out))
+        qkv_flat = self.qkv(x)
+        needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
+        path = select_linear_kernel(self.kernel, x.device, x.numel(), needs_grad)
+        qkv = qkv_flat.reshape(B, N, 3, self.num_heads, self.head_dim)
+        if path == 'torch':
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            out = self.linear_attention(q, k, v, rope).transpose(1, 2).reshape(B, N, D).to(x.dtype)
+            if self.conv is not None:
+                out[:, P:] += self.value_conv(qkv, grid_size)  # out: a fresh tensor no autograd node saved
+            return self.proj_drop(self.proj(out))
+        table = None
+        if rope is not None and self.rope_numerator:
+            check_rope(rope, N - P, self.head_dim)
+            table = rotation_table(rope, P, self.rotate_half)
+        conv = self.value_conv(qkv, grid_size) if self.conv is not None else None
+        args = (qkv_flat, table, conv, self.num_heads, P, self.eps, self.focusing, self.rotate_half)
+        if path == 'triton':
+            out = triton_linear_attention(*args)
+        elif path == 'compile':
+            out = compiled(fused_linear_attention)(*args)
+        else:  # 'fused': traced by a surrounding torch.compile
+            out = fused_linear_attention(*args)
+        return self.proj_drop(self.proj(out.to(x.dtype)))
+
+    def value_conv(self, qkv: torch.Tensor, grid_size: Tuple[int, int]) -> torch.Tensor:
+        """The conv term of the patch tokens, ``[B, h * w, D]``, from ``qkv`` as ``[B, N, 3, heads, head_dim]``."""
+        B, _, _, H, C = qkv.shape
+        h, w = grid_size
+        v_grid = qkv[:, self.num_prefix_tokens:, 2].reshape(B, h, w, H * C).permute(0, 3, 1, 2)
+        return self.conv(v_grid).flatten(2).transpose(1, 2)

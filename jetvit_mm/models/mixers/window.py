@@ -6,43 +6,65 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import TokenMixer
+from .kernels import WINDOW_KERNELS, check_kernel, compiled, flex_window_attention, select_window_kernel
+from .kernels.window_compiled import padded_window_attention
+from .kernels.window_flex import window_block_mask
 from .rope import check_num_tokens, rotate_query_key
+from .window_layout import window_merge, window_partition
 
 
-def window_partition(
-        x: torch.Tensor,
+def window_key_mask(
+        batch: int,
         grid_size: Tuple[int, int],
         window: Tuple[int, int],
-        prefix: Optional[torch.Tensor] = None,
+        num_prefix_tokens: int,
+        device: torch.device,
+) -> Optional[torch.Tensor]:
+    """Boolean key mask ``[B * num_windows, 1, 1, P + wh * ww]`` (True = attend), None without padding."""
+    (h, w), (wh, ww) = grid_size, window
+    if h % wh == 0 and w % ww == 0:
+        return None
+    valid = torch.ones(1, 1, h * w, 1, dtype=torch.bool, device=device)
+    valid = window_partition(valid, grid_size, window)[:, 0, :, 0]  # padding is False
+    prefix = valid.new_ones(valid.shape[0], num_prefix_tokens)
+    mask = torch.cat([prefix, valid], dim=1)
+    return mask.repeat(batch, 1)[:, None, None, :]
+
+
+def window_attention(
+        qkv: torch.Tensor,
+        grid_size: Tuple[int, int],
+        window: Tuple[int, int],
+        num_heads: int,
+        num_prefix_tokens: int,
+        rope: Optional[torch.Tensor] = None,
+        rotate_half: bool = True,
+        dropout_p: float = 0.,
 ) -> torch.Tensor:
-    """Split patch tokens ``[B, H, h * w, C]`` into zero-padded windows ``[B * num_windows, H, P + wh * ww, C]``.
+    """Window attention with global prefix tokens on ``qkv`` (``[B, N, 3 * D]``, the qkv Linear's output): heads
+    merged, before ``proj``, ``[B, N, D]``: the torch path."""
+    B, N, D3 = qkv.shape
+    D, P = D3 // 3, num_prefix_tokens
+    q, k, v = qkv.reshape(B, N, 3, num_heads, D // num_heads).permute(2, 0, 3, 1, 4).unbind(0)
+    if rope is not None:
+        q, k = rotate_query_key(q, k, rope, P, rotate_half)
 
-    ``prefix`` (``[B, H, P, C]``, or None for P = 0) is put in front of every window. The windows are written into
-    one new tensor (a single copy of ``x``, whatever the padding and prefix), which keeps W's peak memory at F's.
-    """
-    B, H, _, C = x.shape
-    (h, w), (wh, ww) = grid_size, window
-    nh, nw = -(-h // wh), -(-w // ww)
-    P = 0 if prefix is None else prefix.shape[2]
-    grid = x.reshape(B, H, h, w, C)
-    if (nh * wh, nw * ww) != (h, w):
-        grid = F.pad(grid, (0, 0, 0, nw * ww - w, 0, nh * wh - h))
-    out = x.new_empty(B, nh * nw, H, P + wh * ww, C)
-    if prefix is not None:
-        out[:, :, :, :P] = prefix.unsqueeze(1)
-    windows = out[:, :, :, P:].unflatten(1, (nh, nw)).unflatten(4, (wh, ww))  # [B, nh, nw, H, wh, ww, C], a view
-    windows.copy_(grid.reshape(B, H, nh, wh, nw, ww, C).permute(0, 2, 4, 1, 3, 5, 6))
-    return out.reshape(B * nh * nw, H, P + wh * ww, C)
-
-
-def window_merge(x: torch.Tensor, batch: int, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
-    """Inverse of :func:`window_partition`, heads merged into channels: ``[B, h * w, H * C]``, padding dropped."""
-    _, H, _, C = x.shape
-    (h, w), (wh, ww) = grid_size, window
-    nh, nw = -(-h // wh), -(-w // ww)
-    x = x.reshape(batch, nh, nw, H, wh, ww, C).permute(0, 1, 4, 2, 5, 3, 6)
-    x = x.reshape(batch, nh * wh, nw * ww, H * C)[:, :h, :w]
-    return x.reshape(batch, h * w, H * C)
+    # prefix queries attend globally; then each of q, k, v is windowed and dropped, so that at most one
+    # extra copy of a (rotated) q/k/v is alive besides qkv at any time
+    out_prefix = F.scaled_dot_product_attention(q[:, :, :P], k, v, dropout_p=dropout_p) if P > 0 else None
+    q_win = window_partition(q[:, :, P:], grid_size, window)
+    del q
+    k_win = window_partition(k[:, :, P:], grid_size, window, prefix=k[:, :, :P] if P > 0 else None)
+    del k
+    v_win = window_partition(v[:, :, P:], grid_size, window, prefix=v[:, :, :P] if P > 0 else None)
+    del v
+    mask = window_key_mask(B, grid_size, window, P, qkv.device)
+    out_win = F.scaled_dot_product_attention(q_win, k_win, v_win, attn_mask=mask, dropout_p=dropout_p)
+    del q_win, k_win, v_win
+    out = window_merge(out_win, B, grid_size, window)
+    if out_prefix is not None:
+        out = torch.cat([out_prefix.transpose(1, 2).reshape(B, P, D), out], dim=1)
+    return out
 
 
 class WindowAttention(TokenMixer):
@@ -52,6 +74,13 @@ class WindowAttention(TokenMixer):
     on the full grid before windowing, so every token keeps its global position. Grids that are not a multiple of
     the window are zero-padded and the padded keys masked out. A grid side shorter than the window uses one window
     of that side's length (the same result as padding, without the wasted work).
+
+    ``kernel`` (a deployment switch, :mod:`~jetvit_mm.models.mixers.kernels`): ``'torch'`` (the reference),
+    ``'compile'`` (:func:`~jetvit_mm.models.mixers.kernels.window_compiled.padded_window_attention`, compiled once per
+    shape: RoPE, windowing and key padding fused, window keys padded for the CPU's bf16 attention kernel), ``'flex'``
+    (FlexAttention over a window-major token order, no padded or concatenated copies; fast on CUDA, slow on the
+    CPU) or ``'auto'`` (default: flex on CUDA, compile for large inputs on the CPU, else torch). With
+    autograd recording (training) the torch path always runs.
     """
 
     def __init__(
@@ -65,29 +94,14 @@ class WindowAttention(TokenMixer):
             attn_drop: float = 0.,
             proj_drop: float = 0.,
             window_size: int = 16,
+            kernel: str = 'auto',
     ) -> None:
         super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         if window_size < 1:
             raise ValueError(f'window_size must be >= 1, got {window_size}')
         self.window_size = window_size
+        self.kernel = check_kernel(kernel, WINDOW_KERNELS, 'window_kernel')
         self.attn_drop = nn.Dropout(attn_drop)
-
-    def _key_mask(
-            self,
-            batch: int,
-            grid_size: Tuple[int, int],
-            window: Tuple[int, int],
-            device: torch.device,
-    ) -> Optional[torch.Tensor]:
-        """Boolean key mask ``[B * num_windows, 1, 1, P + wh * ww]`` (True = attend), None without padding."""
-        (h, w), (wh, ww) = grid_size, window
-        if h % wh == 0 and w % ww == 0:
-            return None
-        valid = torch.ones(1, 1, h * w, 1, dtype=torch.bool, device=device)
-        valid = window_partition(valid, grid_size, window)[:, 0, :, 0]  # padding is False
-        prefix = valid.new_ones(valid.shape[0], self.num_prefix_tokens)
-        mask = torch.cat([prefix, valid], dim=1)
-        return mask.repeat(batch, 1)[:, None, None, :]
 
     def forward(
             self,
@@ -101,25 +115,21 @@ class WindowAttention(TokenMixer):
         check_num_tokens(N, P, grid_size)
         h, w = grid_size
         window = (min(self.window_size, h), min(self.window_size, w))
-        dropout_p = self.attn_drop.p if self.training else 0.
-
-        q, k, v = self.heads(x)
-        if rope is not None:
-            q, k = rotate_query_key(q, k, rope, P, self.rotate_half)
-
-        # prefix queries attend globally; then each of q, k, v is windowed and dropped, so that at most one
-        # extra copy of a (rotated) q/k/v is alive besides qkv at any time
-        out_prefix = F.scaled_dot_product_attention(q[:, :, :P], k, v, dropout_p=dropout_p) if P > 0 else None
-        q_win = window_partition(q[:, :, P:], grid_size, window)
-        del q
-        k_win = window_partition(k[:, :, P:], grid_size, window, prefix=k[:, :, :P] if P > 0 else None)
-        del k
-        v_win = window_partition(v[:, :, P:], grid_size, window, prefix=v[:, :, :P] if P > 0 else None)
-        del v
-        mask = self._key_mask(B, grid_size, window, x.device)
-        out_win = F.scaled_dot_product_attention(q_win, k_win, v_win, attn_mask=mask, dropout_p=dropout_p)
-        del q_win, k_win, v_win
-        out = window_merge(out_win, B, grid_size, window)
-        if out_prefix is not None:
-            out = torch.cat([out_prefix.transpose(1, 2).reshape(B, P, D), out], dim=1)
+        qkv = self.qkv(x)
+        needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
+        dropout = self.training and self.attn_drop.p > 0  # the fast paths have no attention dropout
+        path = select_window_kernel(self.kernel, x.device, x.numel(), needs_grad or dropout)
+        args = (qkv, tuple(grid_size), window, self.num_heads, P, rope, self.rotate_half)
+        if path == 'flex':
+            if torch.compiler.is_compiling():  # traced inline, mask construction included
+                block_mask = window_block_mask.__wrapped__(tuple(grid_size), window, P, x.device)
+                out = flex_window_attention(*args, block_mask)
+            else:
+                block_mask = window_block_mask(tuple(grid_size), window, P, x.device)
+                out = compiled(flex_window_attention)(*args, block_mask)
+        elif path == 'compile':
+            padded = padded_window_attention if torch.compiler.is_compiling() else compiled(padded_window_attention)
+            out = padded(*args)
+        else:
+            out = window_attention(*args, dropout_p=self.attn_drop.p if self.training else 0.)
         return self.proj_drop(self.proj(out))

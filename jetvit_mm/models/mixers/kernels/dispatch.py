@@ -1,0 +1,83 @@
+"""One switch per mixer: the names a user picks (``linear_cfg.kernel``, ``window_kernel``) and the path that runs.
+
+- ``'torch'``: the reference (eager PyTorch, the mixer's own ``forward`` math).
+- ``'compile'``: the mixer core as one pure function, compiled by torch.compile once per shape (CPU and CUDA).
+- ``'triton'`` (L only): fused Triton kernels, one pass over K/V and one over Q (CUDA; CPU under TRITON_INTERPRET=1).
+- ``'flex'`` (W only): FlexAttention with a window + global-prefix block mask (compiled; fast on CUDA).
+- ``'auto'`` (default): the fastest path for the device and dtype, the torch path where the others are absent.
+
+The fast paths are inference paths: whenever autograd records the call (training), the torch path runs, and so it
+does under a tensor-dispatch mode (FakeTensorMode: shape-only FLOP counting; FLOP counters; tracing). Inside a
+user's own torch.compile, the pure-torch fused formulation (L), FlexAttention (W on CUDA) or the padded-key windows
+(W elsewhere) are traced inline.
+"""
+from typing import Tuple
+
+import torch
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
+
+from .availability import compile_available, flex_available, triton_available
+
+LINEAR_KERNELS = ('auto', 'torch', 'compile', 'triton')
+WINDOW_KERNELS = ('auto', 'torch', 'compile', 'flex')
+# below this many elements in the mixer's input the compiled path's first call (compiling) outweighs what it saves:
+# 'auto' on the CPU compiles from here on (a 512x1024 image with ViT-B: 2053 x 768 = 1.6 M)
+AUTO_COMPILE_MIN_ELEMENTS = 2 ** 20
+_NEEDS = {'compile': 'torch.compile (a C++ compiler on the CPU, Triton on CUDA)',
+          'triton': 'Triton and a CUDA device (or TRITON_INTERPRET=1 for CPU tensors)',
+          'flex': 'FlexAttention and torch.compile'}
+_AVAILABLE = {'compile': compile_available, 'triton': triton_available, 'flex': flex_available}
+
+
+def check_kernel(name: str, valid: Tuple[str, ...], option: str) -> str:
+    """``name`` if it is one of ``valid``; ValueError naming the option and the valid names otherwise."""
+    if name not in valid:
+        raise ValueError(f'unknown {option} {name!r}; valid: {", ".join(repr(v) for v in valid)}')
+    return name
+
+
+def available_kernels(valid: Tuple[str, ...], device_type: str) -> Tuple[str, ...]:
+    """The named paths of ``valid`` that can run on ``device_type`` here (``'torch'`` always)."""
+    return tuple(k for k in valid if k == 'torch' or (k in _AVAILABLE and _AVAILABLE[k](device_type)))
+
+
+def _named(requested: str, valid: Tuple[str, ...], option: str, device: torch.device) -> str:
+    if requested != 'torch' and not _AVAILABLE[requested](device.type):
+        have = ', '.join(repr(k) for k in available_kernels(valid, device.type))
+        raise RuntimeError(f'{option}={requested!r} is not available for {device.type} tensors here: it needs '
+                           f'{_NEEDS[requested]}; available on {device.type}: {have} (or \'auto\')')
+    return requested
+
+
+def _auto_compiles(device: torch.device, numel: int) -> bool:
+    return device.type == 'cpu' and numel >= AUTO_COMPILE_MIN_ELEMENTS and compile_available('cpu')
+
+
+def select_linear_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool) -> str:
+    """The L path to run: ``'torch'``, ``'fused'`` (the pure formulation, traced by an outer torch.compile),
+    ``'compile'`` or ``'triton'``."""
+    if torch.compiler.is_compiling():
+        return 'torch' if requested == 'torch' or needs_grad else 'fused'
+    if needs_grad or is_in_torch_dispatch_mode():
+        return 'torch'
+    if requested == 'auto':
+        if device.type == 'cuda' and triton_available('cuda'):
+            return 'triton'
+        return 'compile' if _auto_compiles(device, numel) else 'torch'
+    return _named(requested, LINEAR_KERNELS, 'linear_cfg.kernel', device)
+
+
+def select_window_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool) -> str:
+    """The W path to run: ``'torch'``, ``'compile'`` or ``'flex'``; inside an outer torch.compile the chosen
+    formulation is traced inline (``'auto'``: FlexAttention on CUDA, the padded-key windows elsewhere)."""
+    if torch.compiler.is_compiling():
+        if requested == 'torch' or needs_grad:
+            return 'torch'
+        return 'flex' if requested == 'flex' or (requested == 'auto' and device.type == 'cuda') else 'compile'
+    if needs_grad or is_in_torch_dispatch_mode():
+        return 'torch'
+    if requested == 'auto':
+        if device.type == 'cuda' and flex_available('cuda'):
+            return 'flex'
+        return 'compile' if _auto_compiles(device, numel) else 'torch'
+    return _named(requested, WINDOW_KERNELS, 'window_kernel', device)

@@ -1,0 +1,113 @@
+"""The L core as one pure function of ``qkv``: what torch.compile fuses (CPU) and what the Triton kernels compute.
+
+Same semantics as :meth:`LinearAttention.linear_attention` plus the conv term: phi = ReLU (or the focused ReLU),
+``den_i = phi(q_i) . sum_j phi(k_j)`` with un-rotated features, ``num_i = R_i phi(q_i) . sum_j R_j phi(k_j) v_j^T``
+(RoPE in the numerator only), ``out = num / (den + eps)``, plus ``conv`` on the patch tokens. Elementwise work and
+every sum are fp32; the two matmuls take bf16 operands for bf16 inputs (fp32 accumulation) and fp32 operands
+otherwise (fp16 inputs keep an fp32 core: ``phi(q) z`` can exceed fp16's range).
+"""
+import weakref
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from ..rope import rope_table
+
+_TABLES: Dict[Tuple, Tuple[weakref.ref, int, torch.Tensor]] = {}  # per RoPE embed: the layers of a forward share it
+
+
+def rotation_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool) -> torch.Tensor:
+    """fp32 ``[num_prefix_tokens + h * w, 2 * head_dim]`` table ``[sin', cos]`` for :func:`rotate`: each feature's
+    sin carries the sign its partner (the other half, or the other element of its pair) enters with; prefix rows
+    are the identity.
+
+    Outside torch.compile the table is kept while ``rope`` (the model's cached embed) lives unchanged: every L layer
+    of every forward at that grid reuses it."""
+    if torch.compiler.is_compiling():
+        return _rotation_table(rope, num_prefix_tokens, rotate_half)
+    key = (id(rope), num_prefix_tokens, rotate_half)
+    hit = _TABLES.get(key)
+    version = -1 if rope.is_inference() else rope._version  # inference tensors keep no version counter
+    if hit is not None and hit[0]() is rope and hit[1] == version:
+        return hit[2]
+    for k in [k for k, (ref, _, _) in _TABLES.items() if ref() is None]:
+        del _TABLES[k]
+    table = _rotation_table(rope, num_prefix_tokens, rotate_half)
+    if len(_TABLES) < 16:
+        _TABLES[key] = (weakref.ref(rope), version, table)
+    return table
+
+
+def _rotation_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool) -> torch.Tensor:
+    table = rope_table(rope.float(), num_prefix_tokens, rotate_half)
+    if rotate_half:  # rope_table already folds rotate-half's sign into sin
+        return table
+    sin, cos = table.chunk(2, dim=-1)  # interleaved pairs: rot(x)[2m] = -x[2m+1], rot(x)[2m+1] = x[2m]
+    sign = torch.ones_like(sin[0]).view(-1, 2)
+    sign[:, 0] = -1
+    return torch.cat([sin * sign.flatten(), cos], dim=-1)
+
+
+def _pairs(x: torch.Tensor, rotate_half: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The two members of every RoPE pair: the halves (rotate-half) or even / odd features (interleaved)."""
+    if rotate_half:
+        return x.chunk(2, dim=-1)
+    return x[..., 0::2], x[..., 1::2]
+
+
+def rotate(x: torch.Tensor, table: torch.Tensor, rotate_half: bool) -> torch.Tensor:
+    """RoPE with a :func:`rotation_table`: ``x * cos + partners(x) * sin'``, computed per pair member (no shuffled
+    copy of ``x``: under torch.compile one vectorised pass)."""
+    sin, cos = table.chunk(2, dim=-1)
+    (x1, x2), (s1, s2), (c1, c2) = _pairs(x, rotate_half), _pairs(sin, rotate_half), _pairs(cos, rotate_half)
+    y1, y2 = x1 * c1 + x2 * s1, x2 * c2 + x1 * s2
+    if rotate_half:
+        return torch.cat([y1, y2], dim=-1)
+    return torch.stack([y1, y2], dim=-1).flatten(-2)
+
+
+def feature_map(x: torch.Tensor, focusing: Optional[float], eps: float) -> torch.Tensor:
+    """phi in fp32: ReLU, or FLatten's focused ReLU (as :func:`~jetvit_mm.models.mixers.linear.focused_relu`)."""
+    x = F.relu(x)
+    if focusing is None:
+        return x
+    x = x + eps
+    norm = x.norm(dim=-1, keepdim=True)
+    x = (x / x.amax(dim=-1, keepdim=True)) ** focusing
+    return x * (norm / x.norm(dim=-1, keepdim=True))
+
+
+def operand_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of the fused paths' matmul operands for inputs of ``dtype``."""
+    return torch.bfloat16 if dtype == torch.bfloat16 else torch.float32
+
+
+def fused_linear_attention(
+        qkv: torch.Tensor,
+        table: Optional[torch.Tensor],
+        conv: Optional[torch.Tensor],
+        num_heads: int,
+        num_prefix_tokens: int,
+        eps: float,
+        focusing: Optional[float] = None,
+        rotate_half: bool = True,
+) -> torch.Tensor:
+    """``[B, N, D]`` (heads merged, before ``proj``, in ``qkv.dtype``) from ``qkv`` (``[B, N, 3 * D]``, the qkv
+    Linear's output); ``table`` a :func:`rotation_table` or None (no RoPE in the numerator); ``conv`` the conv term
+    ``[B, h * w, D]`` added to the patch tokens, or None."""
+    B, N, D3 = qkv.shape
+    D = D3 // 3
+    operand = operand_dtype(qkv.dtype)
+    with torch.autocast(device_type=qkv.device.type, enabled=False):
+        q, k, v = qkv.view(B, N, 3, num_heads, D // num_heads).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k = feature_map(q.float(), focusing, eps), feature_map(k.float(), focusing, eps)
+        denominator = (q * k.sum(dim=2, keepdim=True)).sum(dim=-1, keepdim=True)  # [B, H, N, 1]
+        if table is not None:
+            q, k = rotate(q, table, rotate_half), rotate(k, table, rotate_half)
+        state = k.to(operand).transpose(-2, -1) @ v.to(operand)  # [B, H, head_dim, head_dim]
+        out = (q.to(operand) @ state).float() / (denominator + eps)
+        out = out.transpose(1, 2).reshape(B, N, D)
+        if conv is not None:
+            out = torch.cat([out[:, :num_prefix_tokens], out[:, num_prefix_tokens:] + conv.float()], dim=1)
+        return out.to(qkv.dtype)

@@ -1,0 +1,126 @@
+"""Triton kernels of the fused L forward (imported only by :mod:`.linear_triton`, never at package import).
+
+Per image and head: ``_kv_state`` reads K and V once and accumulates ``S = sum_j R_j phi(k_j) v_j^T`` and
+``z = sum_j phi(k_j)`` in fp32 (one partial sum per token split, summed afterwards in a fixed order: deterministic);
+``_q_output`` reads Q once and writes ``R_i phi(q_i) S / (phi(q_i) z + eps)`` plus the conv term, heads merged.
+RoPE rotates a feature with its partner (the other half, or the other element of its pair), loaded a second time
+from the same cache lines, so no rotated copy is ever written to memory.
+
+``EMULATE`` (set under TRITON_INTERPRET=1): the interpreter's numpy ``tl.dot`` has no bf16 and its fp32 -> bf16
+cast truncates, so bf16 operands and outputs are rounded to the nearest bf16 value in fp32 arithmetic instead and
+multiplied exactly in fp32: the same products and fp32 sums as a GPU's bf16 ``tl.dot``, up to summation order.
+"""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _feature(x, valid, FOCUS: tl.constexpr, power, eps):
+    """phi of a [rows, BLOCK_D] tile (fp32): ReLU, or FLatten's focused ReLU; zero where not ``valid``."""
+    x = tl.where(valid, tl.maximum(x, 0.0), 0.0)
+    if FOCUS:
+        x = tl.where(valid, x + eps, 0.0)
+        norm = tl.sqrt(tl.sum(x * x, axis=1))
+        top = tl.max(x, axis=1)
+        top = tl.where(top > 0, top, 1.0)
+        ratio = tl.where(valid, x / top[:, None], 1.0)
+        y = tl.where(valid, tl.exp2(power * tl.log2(ratio)), 0.0)
+        y_norm = tl.sqrt(tl.sum(y * y, axis=1))
+        y_norm = tl.where(y_norm > 0, y_norm, 1.0)
+        x = tl.where(valid, y * (norm / y_norm)[:, None], 0.0)
+    return x
+
+
+@triton.jit
+def _round_bf16(x):
+    """fp32 -> the nearest bf16 value (ties to even), kept in fp32."""
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _matmul(a, b, BF16: tl.constexpr, EMULATE: tl.constexpr):
+    """a @ b with fp32 accumulation: bf16 operands, or exact fp32 ones."""
+    if BF16:
+        if EMULATE:
+            out = tl.dot(_round_bf16(a), _round_bf16(b), input_precision='ieee')
+        else:
+            out = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+    else:
+        out = tl.dot(a, b, input_precision='ieee')
+    return out
+
+
+@triton.jit
+def _kv_state(qkv, table, state, z_sum, N, D, stride_b, stride_n, power, eps,
+              HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+              TILES: tl.constexpr, HAS_ROPE: tl.constexpr, ROTATE_HALF: tl.constexpr, FOCUS: tl.constexpr,
+              BF16: tl.constexpr, EMULATE: tl.constexpr):
+    bh = tl.program_id(0)
+    split = tl.program_id(1)
+    splits = tl.num_programs(1)
+    b = bh // HEADS
+    h = bh % HEADS
+    cols = tl.arange(0, BLOCK_D)
+    col_ok = cols < HEAD_DIM
+    if ROTATE_HALF:
+        partner = (cols + HEAD_DIM // 2) % HEAD_DIM
+    else:
+        partner = cols ^ 1
+    acc = tl.zeros([BLOCK_D, BLOCK_D], dtype=tl.float32)
+    z_acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    for t in range(TILES):
+        rows = (split * TILES + t) * BLOCK_N + tl.arange(0, BLOCK_N)
+        ok = (rows < N)[:, None] & col_ok[None, :]
+        k_ptr = qkv + b * stride_b + rows[:, None] * stride_n + D + h * HEAD_DIM
+        phi = _feature(tl.load(k_ptr + cols[None, :], mask=ok, other=0.0).to(tl.float32), ok, FOCUS, power, eps)
+        v = tl.load(k_ptr + D + cols[None, :], mask=ok, other=0.0).to(tl.float32)
+        z_acc += tl.sum(phi, axis=0)
+        if HAS_ROPE:
+            mate = tl.load(k_ptr + partner[None, :], mask=ok, other=0.0).to(tl.float32)
+            mate = _feature(mate, ok, FOCUS, power, eps)
+            t_ptr = table + rows[:, None] * (2 * HEAD_DIM) + cols[None, :]
+            sin = tl.load(t_ptr, mask=ok, other=0.0)
+            cos = tl.load(t_ptr + HEAD_DIM, mask=ok, other=0.0)
+            phi = phi * cos + mate * sin
+        acc += _matmul(tl.trans(phi), v, BF16, EMULATE)
+    out = (bh * splits + split) * BLOCK_D
+    tl.store(state + (out + cols[:, None]) * BLOCK_D + cols[None, :], acc)
+    tl.store(z_sum + out + cols, z_acc)
+
+
+@triton.jit
+def _q_output(qkv, table, state, z_sum, conv, out, N, D, P, stride_b, stride_n, stride_cb, stride_cn,
+              stride_ob, stride_on, power, eps,
+              HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+              HAS_ROPE: tl.constexpr, ROTATE_HALF: tl.constexpr, FOCUS: tl.constexpr, HAS_CONV: tl.constexpr,
+              BF16: tl.constexpr, EMULATE: tl.constexpr):
+    bh = tl.program_id(0)
+    b = bh // HEADS
+    h = bh % HEADS
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_D)
+    ok = (rows < N)[:, None] & (cols < HEAD_DIM)[None, :]
+    if ROTATE_HALF:
+        partner = (cols + HEAD_DIM // 2) % HEAD_DIM
+    else:
+        partner = cols ^ 1
+    q_ptr = qkv + b * stride_b + rows[:, None] * stride_n + h * HEAD_DIM
+    phi = _feature(tl.load(q_ptr + cols[None, :], mask=ok, other=0.0).to(tl.float32), ok, FOCUS, power, eps)
+    z = tl.load(z_sum + bh * BLOCK_D + cols)
+    denominator = tl.sum(phi * z[None, :], axis=1)
+    if HAS_ROPE:
+        mate = _feature(tl.load(q_ptr + partner[None, :], mask=ok, other=0.0).to(tl.float32), ok, FOCUS, power, eps)
+        t_ptr = table + rows[:, None] * (2 * HEAD_DIM) + cols[None, :]
+        phi = phi * tl.load(t_ptr + HEAD_DIM, mask=ok, other=0.0) + mate * tl.load(t_ptr, mask=ok, other=0.0)
+    s = tl.load(state + (bh * BLOCK_D + cols[:, None]) * BLOCK_D + cols[None, :])
+    o = _matmul(phi, s, BF16, EMULATE) / (denominator[:, None] + eps)
+    if HAS_CONV:
+        patch = ok & (rows >= P)[:, None]
+        c_ptr = conv + b * stride_cb + (rows - P)[:, None] * stride_cn + h * HEAD_DIM + cols[None, :]
+        o += tl.load(c_ptr, mask=patch, other=0.0).to(tl.float32)
+    if BF16 and EMULATE:
+        o = _round_bf16(o)
+    o_ptr = out + b * stride_ob + rows[:, None] * stride_on + h * HEAD_DIM + cols[None, :]
+    tl.store(o_ptr, o.to(out.dtype.element_ty), mask=ok)

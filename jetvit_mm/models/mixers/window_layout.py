@@ -1,0 +1,41 @@
+"""Window layout of patch tokens: partition into zero-padded windows (with the prefix in front) and merge back."""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+
+def window_partition(
+        x: torch.Tensor,
+        grid_size: Tuple[int, int],
+        window: Tuple[int, int],
+        prefix: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Split patch tokens ``[B, H, h * w, C]`` into zero-padded windows ``[B * num_windows, H, P + wh * ww, C]``.
+
+    ``prefix`` (``[B, H, P, C]``, or None for P = 0) is put in front of every window. The windows are written into
+    one new tensor (a single copy of ``x``, whatever the padding and prefix), which keeps W's peak memory at F's.
+    """
+    B, H, _, C = x.shape
+    (h, w), (wh, ww) = grid_size, window
+    nh, nw = -(-h // wh), -(-w // ww)
+    P = 0 if prefix is None else prefix.shape[2]
+    grid = x.reshape(B, H, h, w, C)
+    if (nh * wh, nw * ww) != (h, w):
+        grid = F.pad(grid, (0, 0, 0, nw * ww - w, 0, nh * wh - h))
+    out = x.new_empty(B, nh * nw, H, P + wh * ww, C)
+    if prefix is not None:
+        out[:, :, :, :P] = prefix.unsqueeze(1)
+    windows = out[:, :, :, P:].unflatten(1, (nh, nw)).unflatten(4, (wh, ww))  # [B, nh, nw, H, wh, ww, C], a view
+    windows.copy_(grid.reshape(B, H, nh, wh, nw, ww, C).permute(0, 2, 4, 1, 3, 5, 6))
+    return out.reshape(B * nh * nw, H, P + wh * ww, C)
+
+
+def window_merge(x: torch.Tensor, batch: int, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
+    """Inverse of :func:`window_partition`, heads merged into channels: ``[B, h * w, H * C]``, padding dropped."""
+    _, H, _, C = x.shape
+    (h, w), (wh, ww) = grid_size, window
+    nh, nw = -(-h // wh), -(-w // ww)
+    x = x.reshape(batch, nh, nw, H, wh, ww, C).permute(0, 1, 4, 2, 5, 3, 6)
+    x = x.reshape(batch, nh * wh, nw * ww, H * C)[:, :h, :w]
+    return x.reshape(batch, h * w, H * C)

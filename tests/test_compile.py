@@ -1,0 +1,76 @@
+"""torch.compile of whole JetViT models with their heads: one graph (``fullgraph=True``: no graph break in the blocks
+or anywhere else), compiled == eager.
+
+Both teacher families (DINOv3: RoPE and 4 registers; DINOv2: absolute position embedding, 1 prefix token), every
+mixer letter, the linear-probe segmentation head, the detection neck (the simple feature pyramid the Mask R-CNN
+configs put on the backbone; mmdet's proposal and RoI heads stay eager) and the DPT depth head; W through the
+torch path (fused by inductor) and through FlexAttention.
+"""
+from typing import Sequence
+
+import pytest
+import torch
+import torch._dynamo
+from torch import nn
+
+import jetvit_mm.mm  # noqa: F401  (registers LinearProbeHead's loss for mmseg)
+from jetvit_mm.mm.seg_heads import LinearProbeHead
+from jetvit_mm.models import JetViT
+from jetvit_mm.models.depth_anything import JetViTDepthAnything
+from jetvit_mm.models.mixers.kernels.availability import compile_available
+from jetvit_mm.models.necks.simple_fpn import SimpleFeaturePyramid
+
+pytestmark = pytest.mark.skipif(not compile_available('cpu'), reason='torch.compile needs a C++ compiler')
+
+
+class SegmentationAndDetection(nn.Module):
+    """A backbone feeding the linear probe (segmentation logits) and the simple feature pyramid (detection)."""
+
+    def __init__(self, backbone: JetViT, num_classes: int = 5) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.probe = LinearProbeHead(in_channels=backbone.embed_dim, num_classes=num_classes)
+        self.neck = SimpleFeaturePyramid(backbone.embed_dim, out_channels=16)
+
+    def forward(self, x: torch.Tensor) -> Sequence[torch.Tensor]:
+        maps = self.backbone(x)
+        return (self.probe(maps), *self.neck(maps))
+
+
+def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.05)  # also moves the zero-initialised L convs
+    return module.eval()
+
+
+@pytest.fixture
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled_equals_eager(model: nn.Module, x: torch.Tensor) -> None:
+    with torch.inference_mode():
+        eager = model(x)
+        out = torch.compile(model, fullgraph=True)(x)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    refs = eager if isinstance(eager, (tuple, list)) else (eager,)
+    assert len(outs) == len(refs)
+    for o, r in zip(outs, refs):
+        torch.testing.assert_close(o, r, rtol=1e-5, atol=1e-5 * r.abs().max().item())
+
+
+def test_dinov3_jetvit_with_probe_and_detection_neck_compiles_in_one_graph(fresh_dynamo):
+    backbone = JetViT('dinov3_vits16', arch='LWFL', embed_dim=32, depth=4, num_heads=2, window_size=2,
+                      linear_cfg=dict(conv='squeeze'))
+    compiled_equals_eager(randomize_(SegmentationAndDetection(backbone)), torch.randn(2, 3, 80, 96))
+
+
+def test_depth_model_compiles_in_one_graph_with_flex_window_attention(fresh_dynamo):
+    model = JetViTDepthAnything('dinov2_vits14', arch='WLFW', embed_dim=32, depth=4, num_heads=2,
+                                out_indices=(0, 1, 2, 3), features=16, out_channels=(8, 16, 32, 32), window_size=2,
+                                window_kernel='flex', linear_cfg=dict(conv='static', focusing=3.0))
+    compiled_equals_eager(randomize_(model), torch.randn(1, 3, 70, 84))
