@@ -65,6 +65,7 @@ from jetvit_mm.benchmark.allocator import apply_policy
 from jetvit_mm.benchmark.flops import count_flops
 from jetvit_mm.benchmark.memory import DTYPES as MEMORY_DTYPES
 from jetvit_mm.benchmark.memory import build_model, cuda_forward_memory, measure_forward_memory
+from jetvit_mm.benchmark.timing import maybe_graphed, summarize, time_interleaved
 from jetvit_mm.cli import check_inputs
 from jetvit_mm.models.heads.dpt import dpt_preset
 from jetvit_mm.models.mixers import build_mixer, validate_arch
@@ -130,72 +131,11 @@ def malloc_record(policy: str, kept: bool, device: torch.device) -> Dict[str, ob
     return {'policy': policy, 'applied': kept, 'device': device.type}
 
 
-def make_timer(device: torch.device) -> Callable[[Callable[[], torch.Tensor]], float]:
-    """Milliseconds of one call: CUDA events + synchronize on GPU, perf_counter on CPU."""
-    if device.type == 'cuda':
-        def timer(fn: Callable[[], torch.Tensor]) -> float:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize(device)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize(device)
-            return start.elapsed_time(end)
-        return timer
-
-    def cpu_timer(fn: Callable[[], torch.Tensor]) -> float:
-        start = time.perf_counter()
-        fn()
-        return (time.perf_counter() - start) * 1e3
-    return cpu_timer
-
-
-def cuda_graphed(fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
-    """Capture ``fn`` (fixed inputs, call under inference mode) in a CUDA graph; the returned call replays it."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):  # warm-up outside the graph (cuBLAS / cuDNN handles, lazy allocations)
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-
-    def replay() -> torch.Tensor:
-        graph.replay()
-        return out
-    replay.graph = graph  # keep the graph (and its memory pool) alive as long as the call
-    return replay
-
-
-def maybe_graphed(calls: Dict[str, Callable[[], torch.Tensor]], enabled: bool) -> Dict[str, Callable[[], torch.Tensor]]:
-    """``calls`` captured as CUDA graphs when ``enabled`` (call under inference mode), else unchanged."""
-    return {name: cuda_graphed(fn) for name, fn in calls.items()} if enabled else calls
-
-
-def time_interleaved(
-        calls: Dict[str, Callable[[], torch.Tensor]],
-        timer: Callable[[Callable[[], torch.Tensor]], float],
-        warmup: int,
-        repeat: int,
-) -> Dict[str, List[float]]:
-    """Round-robin timing: every repeat runs each call once, the start rotating; warmup rounds are dropped."""
-    names = list(calls)
-    samples: Dict[str, List[float]] = {name: [] for name in names}
-    for r in range(warmup + repeat):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            ms = timer(calls[name])
-            if r >= warmup:
-                samples[name].append(ms)
-        print(f'  round {r + 1}/{warmup + repeat}{" (warmup)" if r < warmup else ""} done', flush=True)
-    return samples
-
-
-def summarize(samples: Dict[str, List[float]]) -> Dict[str, Dict[str, float]]:
-    return {name: {'median_ms': statistics.median(s), 'min_ms': min(s), 'max_ms': max(s)}
-            for name, s in samples.items()}
+def round_printer(rounds: int) -> Callable[[int, bool], None]:
+    """The progress line after each interleaved round (``rounds`` = warmup + repeat)."""
+    def on_round(done: int, warming_up: bool) -> None:
+        print(f'  round {done}/{rounds}{" (warmup)" if warming_up else ""} done', flush=True)
+    return on_round
 
 
 def check_targets(stats: Dict[str, Dict[str, float]]) -> List[Dict[str, object]]:
@@ -236,7 +176,8 @@ def run_mixers(args: argparse.Namespace) -> dict:
     with torch.inference_mode():
         calls = maybe_graphed({name: (lambda m=m: m(x, (h, w), rope)) for name, m in entries.items()},
                               args.cuda_graph)
-        samples = time_interleaved(calls, make_timer(device), args.warmup, args.repeat)
+        samples = time_interleaved(calls, args.warmup, args.repeat, device,
+                                   on_round=round_printer(args.warmup + args.repeat))
     stats = summarize(samples)
     targets = check_targets(stats)
     print_table(stats, targets)
@@ -304,8 +245,8 @@ def run_distill_step(args: argparse.Namespace) -> dict:
     print(f'distill-step: {args.model}, input {args.size[0]}x{args.size[1]}, batch {args.batch}, arch {args.arch}, '
           f'{torch.get_num_threads()} threads{malloc_note(kept, torch.device("cpu"))}', flush=True)
     started = datetime.datetime.now().astimezone().isoformat(timespec='seconds')
-    samples = time_interleaved({name: (lambda n=name: step(n)) for name in distillers}, make_timer(torch.device('cpu')),
-                               args.warmup, args.repeat)
+    samples = time_interleaved({name: (lambda n=name: step(n)) for name in distillers}, args.warmup, args.repeat,
+                               'cpu', on_round=round_printer(args.warmup + args.repeat))
     stats = summarize(samples)
     names = list(stats)
     ratio = stats[names[0]]['median_ms'] / stats[names[1]]['median_ms']
@@ -555,7 +496,6 @@ def run_models(args: argparse.Namespace) -> dict:
           f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}'
           f'{", CUDA graphs" if args.cuda_graph else ""}{malloc_note(kept, device)}', flush=True)
     runners = {label: (torch.compile(m) if args.compile else m) for label, m in models.items()}
-    timer = make_timer(device)
     probe = CpuContention(enabled=device.type == 'cpu')  # on CUDA it would read /proc inside the event window
 
     # every (size, arch) pair in one round-robin: the growth from one size to the next is then measured side by
@@ -576,8 +516,8 @@ def run_models(args: argparse.Namespace) -> dict:
         return out
 
     with torch.inference_mode():
-        pair_samples = time_interleaved({name: (lambda name=name: run(name)) for name in calls}, timer,
-                                        args.warmup, args.repeat)
+        pair_samples = time_interleaved({name: (lambda name=name: run(name)) for name in calls}, args.warmup,
+                                        args.repeat, device, on_round=round_printer(args.warmup + args.repeat))
     calls.clear()  # frees the inputs (and CUDA graphs) before the throughput runs
 
     rows: List[Dict[str, object]] = []
@@ -598,7 +538,8 @@ def run_models(args: argparse.Namespace) -> dict:
                 with torch.inference_mode():
                     tp_calls = maybe_graphed({label: (lambda m=m, xb=inputs[batches[label]]: m(xb))
                                               for label, m in runners.items()}, args.cuda_graph)
-                    tp = summarize(time_interleaved(tp_calls, timer, args.warmup, args.repeat))
+                    tp = summarize(time_interleaved(tp_calls, args.warmup, args.repeat, device,
+                                                    on_round=round_printer(args.warmup + args.repeat)))
                 del tp_calls, inputs
                 throughput = {label: (batches[label], batches[label] * 1e3 / tp[label]['median_ms'])
                               for label in runners}

@@ -185,37 +185,19 @@ def _digest(*parts) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ latency
-@torch.inference_mode()
 def measure_interleaved(model_name: str, size, repeat: int, warmup: int = 1) -> Dict[str, Dict[str, float]]:
     """Milliseconds of one block of each mixer (F, L, W) and of the shared part (patch embedding + final norm) of
-    ``model_name`` at ``size``, batch 1, fp32: the same blocks as ``jetvit_mm.search.latency.measure_latency_table``,
-    but timed in interleaved rounds (base, F, L, W, base, F, ...) so that a change of the machine's load during
-    the measurement hits every mixer alike. Returns per key the median and the min and max of the rounds."""
+    ``model_name`` at ``size``, batch 1, fp32: ``jetvit_mm.search.latency``'s calls in interleaved rounds (the
+    start rotating), so that a change of the machine's load during the measurement hits every mixer alike.
+    Returns per key the median and the min and max of the rounds."""
     import statistics
 
-    from torch import nn
-
     from jetvit_mm.models import JetViT
-    from jetvit_mm.models.jetvit import JetBlock
-    from jetvit_mm.models.mixers import build_mixer
+    from jetvit_mm.search.latency import measure_latency_samples
 
     torch.manual_seed(0)
     model = JetViT(model_name, depth=1).eval()  # one block is timed per mixer; the rest is shared
-    x = torch.randn(1, 3, *size)
-    tokens, grid, rope = model.prepare_tokens(x)
-    ref = model.blocks[0]
-    calls = {'base': lambda: model.norm(model.prepare_tokens(x)[0])}
-    for letter in 'FLW':
-        mixer = build_mixer(letter, **model.mixer_args).eval()
-        block = JetBlock(ref.norm1, mixer, ref.ls1, nn.Identity(), ref.norm2, ref.mlp, ref.ls2, nn.Identity())
-        calls[letter] = lambda b=block: b(tokens, grid, rope)
-    times: Dict[str, List[float]] = {k: [] for k in calls}
-    for i in range(warmup + repeat):
-        for key, call in calls.items():
-            began = time.perf_counter()
-            call()
-            if i >= warmup:
-                times[key].append((time.perf_counter() - began) * 1e3)
+    times = measure_latency_samples(model, size, warmup=warmup, repeat=repeat, min_total_ms=0.)
     return {k: dict(median=statistics.median(v), min=min(v), max=max(v)) for k, v in times.items()}
 
 
@@ -226,8 +208,9 @@ def latency_table(cache: Path, threads: int, repeat: int) -> Dict[str, float]:
     # as tools/benchmark.py: freed tensors stay in the heap (no page faults from mapping the big ones again every
     # call); process-wide, harmless here: this is the demo's last step
     kept = apply_policy('keep', 'cpu')
-    key = dict(model=LATENCY_MODEL, size=list(LATENCY_SIZE), threads=threads, repeat=repeat, timing='interleaved',
-               torch=torch.__version__, cpus=os.cpu_count(), code=timed_code, malloc='keep' if kept else 'system')
+    key = dict(model=LATENCY_MODEL, size=list(LATENCY_SIZE), threads=threads, repeat=repeat,
+               timing='interleaved-rotating', torch=torch.__version__, cpus=os.cpu_count(), code=timed_code,
+               malloc='keep' if kept else 'system')
     if cache.is_file():
         saved = json.loads(cache.read_text())
         if saved.get('key') == key:
