@@ -13,8 +13,8 @@ def run_tool(script: str, *args: str, cwd: Path = REPO, check: bool = True,
              env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
     """Run ``tools/<script>`` in a fresh interpreter, as a user would; return the finished process. ``env`` adds
     variables to the inherited environment."""
-    env = dict(os.environ, PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'),
-               **(env or {}))
+    env = {**os.environ, 'PYTHONUNBUFFERED': '1', 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '2'),
+           **(env or {})}
     proc = subprocess.run([sys.executable, str(REPO / 'tools' / script), *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
     if check and proc.returncode != 0:
