@@ -16,7 +16,6 @@ import torch
 from mmengine.config import Config
 from PIL import Image
 
-from jetvit_mm.datasets import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth
 from jetvit_mm.datasets.depth_formats import (
     cityscapes_disparity_to_depth,
     read_cityscapes_camera,
@@ -25,6 +24,7 @@ from jetvit_mm.datasets.depth_formats import (
     write_sintel_dpt,
 )
 from jetvit_mm.models.depth_anything import JetViTDepthAnything, export_mmseg_checkpoint
+from jetvit_mm.testing import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth
 
 from .conftest import REPO, run_tool
 from .test_depth import TINY, TINY_HEAD, infer_image_reference, write_original_checkpoint
@@ -254,7 +254,7 @@ def test_shipped_zero_shot_config_through_tools_test(name, data, checkpoint, tmp
 def test_search_scores_archs_by_a_zero_shot_set(data, checkpoint, tmp_path):
     """tools/search.py takes a zero-shot config as its evaluation: Step 1 on DIODE AbsRel (lower is better, as the
     metric declares) after a supernet distillation, and the best arch is the lowest score."""
-    from jetvit_mm.datasets import make_depth
+    from jetvit_mm.testing import make_depth
 
     from .test_depth import load_search_tool
 

@@ -36,7 +36,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .generate import CITYSCAPES_DEFAULT_CITIES, _check_splits, _sample_rng, _save_png, cityscapes_train_ids_to_ids
+from .datasets import CITYSCAPES_DEFAULT_CITIES, _check_splits, _sample_rng, _save_png, cityscapes_train_ids_to_ids
 
 PathLike = Union[str, Path]
 Size = Tuple[int, int]  # (height, width)
