@@ -18,7 +18,7 @@ from jetvit_mm.models.mixers import build_mixer
 from .conftest import REPO, run_tool
 
 TINY = dict(model_name='dinov3_vits16', depth=3, embed_dim=32, num_heads=2)
-TINY_DEPTH_CONFIG = REPO / 'configs' / 'tiny' / 'depth_eval_tiny_nyu.py'
+TINY_DEPTH_CONFIG = REPO / 'tests' / 'configs' / 'depth_eval_tiny_nyu.py'
 QUICK = dict(warmup=0, repeat=2, batch=1, dtype='fp32', device='cpu', compile_model=False, cuda_graph=False,
              throughput=None, threads=1, malloc='system', malloc_kept=False)
 

@@ -38,7 +38,7 @@ from .conftest import REPO, run_tool
 
 TINY = dict(model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2, out_indices=(0, 1, 2, 3))
 TINY_HEAD = dict(features=16, out_channels=(8, 16, 32, 32))
-CONFIGS = REPO / 'configs' / 'tiny'
+CONFIGS = REPO / 'tests' / 'configs'
 
 
 # ------------------------------------------------------------------------------------------ the reference model

@@ -24,8 +24,8 @@ from .conftest import REPO, run_tool
 CONFIGS = REPO / 'configs'
 PROBES = {f'{size}_{data}': CONFIGS / 'probe' / f'dinov3_{size}_linear_{data}.py'
           for size in ('base', 'large') for data in ('cityscapes', 'ade20k')}
-TINY = {'cityscapes': CONFIGS / 'tiny' / 'seg_linear_probe_tiny_cityscapes_slide.py',
-        'ade20k': CONFIGS / 'tiny' / 'seg_linear_probe_tiny_ade20k.py'}
+TINY = {'cityscapes': REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes_slide.py',
+        'ade20k': REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_ade20k.py'}
 SCHEDULES = {name: CONFIGS / '_base_' / 'schedules' / f'{name}.py' for name in ('probe_paper_5k', 'probe_dinov3_40k')}
 IGNORE = 255
 PATCH = 16

@@ -10,7 +10,7 @@ from jetvit_mm.mm import load_local_checkpoint
 
 from .conftest import REPO, run_tool
 
-CONFIG = REPO / 'configs' / 'tiny' / 'seg_linear_probe_tiny_cityscapes.py'
+CONFIG = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
 
 
 @pytest.fixture(scope='module')

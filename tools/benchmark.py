@@ -30,7 +30,7 @@ process per arch and size: jetvit_mm/benchmark/memory.py), FLOPs with attention 
 Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F layers (12 layers: LWLLWWLLWFLF).
 ``--head dpt`` times the depth model instead (JetViT-DepthAnything: the backbone's four tapped layers and
 DepthAnythingV2's DPT head, as in the paper's Table 4), e.g. ``--model dinov2_vitl14 --head dpt --size 518 1022``
-or ``--config configs/jetvit/depthanything_large_eval.py --head dpt``; its FLOPs are the part ``head``.
+or ``--config configs/depth/depthanything_large_eval.py --head dpt``; its FLOPs are the part ``head``.
 
     python tools/benchmark.py plot RESULT.json --out PNG
 

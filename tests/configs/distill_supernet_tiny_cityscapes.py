@@ -2,21 +2,15 @@
 # images (no labels used): the tests use it; it runs in seconds on a CPU.
 _base_ = [
     'mmseg::_base_/datasets/cityscapes.py',
-    'mmseg::_base_/default_runtime.py',
+    '../../configs/_base_/default_runtime.py',
 ]
-custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
 
 data_root = 'data/tiny_cityscapes'
 crop_size = (64, 128)
 backbone = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=4)
 model = dict(
     type='FeatureDistiller',
-    data_preprocessor=dict(
-        type='SegDataPreProcessor',
-        mean=[123.675, 116.28, 103.53],
-        std=[58.395, 57.12, 57.375],
-        bgr_to_rgb=True,
-        size=crop_size),
+    data_preprocessor=dict(_base_.data_preprocessor, size=crop_size),
     teacher=dict(type='JetViT', checkpoint=None, **backbone),
     student=dict(type='JetViTSupernet', search_space='LW', **backbone),
     distill_indices=(-1, ),

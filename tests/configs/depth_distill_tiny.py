@@ -1,8 +1,7 @@
 # Step-1 supernet distillation of a tiny DINOv2-architecture JetViT on the four tapped layers (the maps the DPT
 # head reads), on generated NYU-layout images (labels unused): the tests use it; seconds on a CPU. Structure of
-# configs/jetvit/depthanything_large_distill.py.
-_base_ = ['mmseg::_base_/default_runtime.py']
-custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
+# configs/depth/depthanything_large_distill.py.
+_base_ = ['../../configs/_base_/default_runtime.py']  # mmseg's runtime, the plugin import, the ImageNet normalisation
 
 data_root = 'data/tiny_nyu'
 crop_size = (56, 70)
@@ -10,12 +9,7 @@ backbone = dict(model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2, 
                 window_size=2)
 model = dict(
     type='FeatureDistiller',
-    data_preprocessor=dict(
-        type='SegDataPreProcessor',
-        mean=[123.675, 116.28, 103.53],
-        std=[58.395, 57.12, 57.375],
-        bgr_to_rgb=True,
-        size=crop_size),
+    data_preprocessor=dict(_base_.data_preprocessor, size=crop_size),
     teacher=dict(type='JetViT', checkpoint=None, **backbone),
     student=dict(type='JetViTSupernet', search_space='LW', **backbone),
     distill_indices=(0, 1, 2, 3),  # DepthAnythingV2's tapped layers of this 4-layer model

@@ -1,6 +1,6 @@
 # The tiny depth model scored by DA-2K pair accuracy on a generated DA-2K-layout benchmark: what the tests' search
 # scores archs with (tools/search.py --metric da2k_acc) and what tools/test.py reports. Structure of
-# configs/jetvit/depthanything_large_search_da2k.py.
+# configs/depth/depthanything_large_search_da2k.py.
 _base_ = ['./depth_eval_tiny_nyu.py']
 
 data_root = 'data/tiny_da2k'

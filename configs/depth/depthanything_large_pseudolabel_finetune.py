@@ -2,13 +2,13 @@
 # frozen DepthAnythingV2-L teacher predicts disparity on each augmented batch of unlabeled images and the hybrid
 # learns it with the scale-and-shift-invariant loss + gradient matching (1 : 2, as DepthAnythingV2), leaving out
 # each image's 10 % of pixels with the largest loss (DepthAnythingV2's guard against noisy pseudo-labels).
-#   tools/train.py configs/jetvit/depthanything_large_pseudolabel_finetune.py --cfg-options \
+#   tools/train.py configs/depth/depthanything_large_pseudolabel_finetune.py --cfg-options \
 #       model.teacher.checkpoint=/path/depth_anything_v2_vitl.pth \
 #       model.backbone.arch=<searched 24 letters> model.backbone.checkpoint=<search dir>/hybrid_<arch>.pth \
 #       model.decode_head.checkpoint=/path/depth_anything_v2_vitl.pth
 # then depthanything_large_eval.py / _search_da2k.py with tools/test.py on the result (+ model.backbone.arch=...).
 #
-# Teacher: METHOD.md and the paper label with "the largest DepthAnythingV2". The public release has S/B/L weights
+# Teacher: docs/method.md and the paper label with "the largest DepthAnythingV2". The public release has S/B/L weights
 # (Giant, 1.3B, was announced but not published), and this project defines no dinov2_vitg14 (SwiGLU) variant, so
 # the ViT-L teacher labels here: the largest one a user can load.
 # Structure (our decision): PseudoLabelDepthEstimator = mmseg's DepthEstimator (the student: JetViT + DPTDepthHead,
@@ -18,29 +18,22 @@
 # teacher.* weights (skipped, with a warning, when an evaluation config loads them).
 # Schedule (ours; DepthAnythingV2 trains students for 480k iterations at batch 192): 40k iterations, batch 32
 # (8 GPUs x 4), AdamW, backbone lr 5e-6 and head 10x (DepthAnythingV2's encoder/decoder ratio), linear decay.
-_base_ = ['./depthanything_large_eval.py']
+_base_ = [
+    '../_base_/datasets/depth_unlabeled.py',  # training: the teacher labels them
+    '../_base_/datasets/nyu_depth_518.py',  # validation
+    '../_base_/default_runtime.py',
+    '../_base_/models/depthanything_large.py',
+]
 
-crop_size = (518, 518)
 model = dict(
     type='PseudoLabelDepthEstimator',
-    data_preprocessor=dict(size=crop_size),
+    data_preprocessor=dict(_base_.data_preprocessor, size=_base_.crop_size),
     teacher=dict(type='JetViTDepthAnything', model_name='dinov2_vitl14', checkpoint=None),
     # placeholder arch with F at layers 13 and 17 (0-based; the paper's DepthAnythingV2-L placement): pass yours
     backbone=dict(arch='LWLLWLWLLWLWLFLLLFLWLWLW', checkpoint=None, frozen=False),
     decode_head=dict(loss_decode=dict(type='ScaleShiftInvariantLoss', loss_weight=1.0, gradient_weight=2.0,
                                        ignore_top=0.1)))
 
-train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='RandomResize', scale=(4096, 518), ratio_range=(1.0, 1.5), keep_ratio=True),
-    dict(type='RandomCrop', crop_size=crop_size),
-    dict(type='RandomFlip', prob=0.5),
-    dict(type='PackSegInputs'),
-]
-train_dataloader = dict(
-    batch_size=4, num_workers=4, persistent_workers=True, sampler=dict(type='InfiniteSampler', shuffle=True),
-    dataset=dict(type='BaseSegDataset', data_root='data/depth_unlabeled', data_prefix=dict(img_path='images'),
-                 img_suffix='.jpg', pipeline=train_pipeline))  # labels are not read
 optim_wrapper = dict(
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=5e-6, betas=(0.9, 0.999), weight_decay=0.01),

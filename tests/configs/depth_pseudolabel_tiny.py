@@ -1,6 +1,6 @@
 # Pseudo-label fine-tuning of a tiny hybrid (fixed arch) on a frozen teacher's disparities (scale-and-shift-
 # invariant loss + gradient matching), on generated NYU-layout images (labels unused), then the affine-invariant
-# evaluation: the tests use it. Structure of configs/jetvit/depthanything_large_pseudolabel_finetune.py.
+# evaluation: the tests use it. Structure of configs/depth/depthanything_large_pseudolabel_finetune.py.
 #   --cfg-options model.teacher.checkpoint=TEACHER.pth model.backbone.checkpoint=HYBRID.pth \
 #                 model.decode_head.checkpoint=TEACHER.pth
 _base_ = ['./depth_eval_tiny_nyu.py']

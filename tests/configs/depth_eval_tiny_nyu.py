@@ -1,12 +1,11 @@
 # A tiny JetViT-DepthAnything (DINOv2 architecture, 4 layers, random weights unless given) evaluated with the
 # zero-shot relative-depth protocol (affine-invariant AbsRel / delta1) on generated NYU-layout data: the tests use
-# it; it runs in seconds on a CPU. The structure is that of configs/jetvit/depthanything_large_eval.py.
-#   python tools/test.py configs/tiny/depth_eval_tiny_nyu.py CHECKPOINT \
+# it; it runs in seconds on a CPU. The structure is that of configs/depth/depthanything_large_eval.py.
+#   python tools/test.py tests/configs/depth_eval_tiny_nyu.py CHECKPOINT \
 #       --cfg-options test_dataloader.dataset.data_root=...
 # CHECKPOINT: an mmseg-layout depth checkpoint (jetvit_mm.models.depth_anything.export_mmseg_checkpoint of a
 # DepthAnythingV2-format file, or a tools/train.py checkpoint of a depth config).
-_base_ = ['mmseg::_base_/default_runtime.py']
-custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
+_base_ = ['../../configs/_base_/default_runtime.py']  # mmseg's runtime, the plugin import, the ImageNet normalisation
 
 data_root = 'data/tiny_nyu'
 input_size = 56  # DepthAnythingV2 uses 518: short side resized to it, both sides multiples of 14
@@ -15,13 +14,7 @@ backbone = dict(model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2, 
 head = dict(in_channels=32, features=16, out_channels=[8, 16, 32, 32])
 model = dict(
     type='DepthEstimator',
-    data_preprocessor=dict(
-        type='SegDataPreProcessor',
-        mean=[123.675, 116.28, 103.53],
-        std=[58.395, 57.12, 57.375],
-        bgr_to_rgb=True,
-        pad_val=0,
-        seg_pad_val=0),  # depth 0 = invalid
+    data_preprocessor=dict(_base_.data_preprocessor, pad_val=0, seg_pad_val=0),  # depth 0 = invalid
     backbone=dict(type='JetViT', arch=None, checkpoint=None, frozen=True, **backbone),
     decode_head=dict(type='DPTDepthHead', checkpoint=None, **head),
     train_cfg=dict(),
