@@ -6,7 +6,14 @@ from typing import Dict, Optional
 
 import pytest
 
+from .markers import mark_kinds
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """Every test is ``unit`` or ``integration`` (tests/markers.py): ``pytest -m unit`` runs the fast ones."""
+    mark_kinds(items)
 
 
 def run_tool(script: str, *args: str, cwd: Path = REPO, check: bool = True,

@@ -25,7 +25,6 @@ QUICK = dict(warmup=0, repeat=2, batch=1, dtype='fp32', device='cpu', compile_mo
 
 # ----------------------------------------------------------------------------------------------------- in process
 
-@pytest.mark.unit
 def test_mixer_benchmark_times_every_entry_interleaved():
     result = benchmark_mixers(grid=(4, 6), dim=32, heads=2, batch=1, prefix=5, window=3, warmup=0, repeat=2,
                               dtype='fp32', device='cpu', rope=True, cuda_graph=False, malloc='system',
@@ -38,7 +37,6 @@ def test_mixer_benchmark_times_every_entry_interleaved():
     assert result['malloc'] == {'policy': 'system', 'applied': False, 'device': 'cpu'}
 
 
-@pytest.mark.unit
 def test_mixer_block_is_a_pre_norm_block_without_layerscale():
     torch.manual_seed(0)
     mixer = build_mixer('L', dim=32, num_heads=2, num_prefix_tokens=5)
@@ -55,7 +53,6 @@ def stats_of(**medians: float) -> dict:
     return {name: {'median_ms': ms, 'min_ms': ms} for name, ms in medians.items()}
 
 
-@pytest.mark.unit
 def test_mixer_targets_at_their_thresholds():
     met = mixer_targets(stats_of(**{'L-squeeze': 1., 'F': 20., 'block L-squeeze': 1.04, 'block L-static': 1.,
                                     'L-token': 1.1, 'L-static': 1.}))
@@ -75,7 +72,6 @@ def model_row(size: str, label: str, median: float, speedup=None, memory=None) -
     return row
 
 
-@pytest.mark.unit
 def test_model_targets_for_what_was_measured():
     rows = [model_row('512x1024', 'teacher', 10.), model_row('512x1024', 'all-L', 5.),
             model_row('1024x2048', 'teacher', 41., 1., memory=100.), model_row('1024x2048', '2F', 21., 1.95, 98.),
@@ -92,7 +88,6 @@ def test_model_targets_for_what_was_measured():
     assert model_targets(rows[:2]) == []  # nothing at 1024x2048: no verdicts
 
 
-@pytest.mark.unit
 def test_arch_shortcuts():
     assert resolve_arch('2F', 12) == 'LWLLWWLLWFLF' and resolve_arch('teacher', 3) == 'FFF'
     assert resolve_arch('all-W', 3) == 'WWW' and resolve_arch('all-L', 2) == 'LL' and resolve_arch('LWF', 3) == 'LWF'
@@ -101,7 +96,6 @@ def test_arch_shortcuts():
         resolve_arch('LXL', 3)
 
 
-@pytest.mark.unit
 def test_model_entries():
     kwargs = jetvit_kwargs({'window_size': 2, **TINY}, 'dinov3_vitb16', window=4,
                            linear_options=[{'precision': 'mixed'}, {'conv': 'static'}])
@@ -122,7 +116,6 @@ def test_model_entries():
         dpt_widths(None, 'dinov3_vits16')
 
 
-@pytest.mark.unit
 def test_models_benchmark_interleaves_every_size_and_arch(monkeypatch):
     rounds = []  # the names each round-robin timing interleaves
     timed = model_bench.time_interleaved
@@ -143,33 +136,30 @@ def test_models_benchmark_interleaves_every_size_and_arch(monkeypatch):
         assert len(samples) == 2 and row['median_ms'] == statistics.median(samples)
 
 
-@pytest.mark.unit
+DPT_HEAD = {'features': 16, 'out_channels': [8, 16, 32, 32]}
+DPT_BACKBONE = dict(model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2, out_indices=(0, 1, 2, 3),
+                    window_size=2)
+
+
 def test_models_benchmark_of_the_depth_model_with_its_dpt_head():
-    """The whole JetViT-DepthAnything (backbone + DPT head, the paper's Table 4 model): the memory probes build the
-    head too, the profile covers every block, the head's FLOPs equal torch's own count of its convolutions, and the
-    default sizes follow the patch size (14 here)."""
+    """The whole JetViT-DepthAnything (backbone + DPT head, the paper's Table 4 model): the profile covers every
+    block, the head's FLOPs equal torch's own count of its convolutions, and the default sizes follow the patch size
+    (14 here)."""
     from jetvit_mm.models.depth_anything import JetViTDepthAnything
 
-    head = {'features': 16, 'out_channels': [8, 16, 32, 32]}
-    backbone = dict(model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2, out_indices=(0, 1, 2, 3),
-                    window_size=2)
-    entries = model_entries(backbone, ['LWLF'], head=head)
-    result = benchmark_models(entries, sizes=[(56, 70)], memory=True, profile=True, **QUICK)
-    assert [(e['label'], e['head']) for e in result['entries']] == [('teacher', head), ('LWLF', head)]
-    for e in result['entries']:  # the memory probes built the whole depth model, head included
-        built = JetViTDepthAnything(**e['kwargs'], **e['head'])
-        weights = sum(t.numel() * t.element_size() for t in [*built.parameters(), *built.buffers()])
-        assert next(r for r in result['rows'] if r['label'] == e['label'])['memory']['weights_bytes'] == weights
+    entries = model_entries(DPT_BACKBONE, ['LWLF'], head=DPT_HEAD)
+    result = benchmark_models(entries, sizes=[(56, 70)], memory=False, profile=True, **QUICK)
+    assert [(e['label'], e['head']) for e in result['entries']] == [('teacher', DPT_HEAD), ('LWLF', DPT_HEAD)]
     assert len(result['profiles']['LWLF']['block_ms']) == 4
     assert set(result['profiles']['LWLF']['mean_block_ms_by_mixer']) == {'F', 'L', 'W'}
-    model = JetViTDepthAnything(**entries[1]['kwargs'], **head).eval()
+    model = JetViTDepthAnything(**entries[1]['kwargs'], **DPT_HEAD).eval()
     with torch.no_grad():
         features = model.backbone.forward_intermediates(torch.zeros(1, 3, 56, 70), norm=True, output_fmt='NCHW')
         with FlopCounterMode(display=False) as torch_count:
             model.depth_head(features)
     for row in result['rows']:
         assert row['gflops_by_part']['head'] * 1e9 == pytest.approx(torch_count.get_total_flops(), rel=1e-9)
-        assert row['peak_increase_mib'] > 0 and row['images_per_s'] > 0
+        assert row['images_per_s'] > 0
     backbone_only = count_flops(model.backbone, (56, 70))
     lwlf = next(r for r in result['rows'] if r['label'] == 'LWLF')
     assert lwlf['gflops'] * 1e9 == pytest.approx(backbone_only['total'] + torch_count.get_total_flops(), rel=1e-9)
@@ -182,13 +172,25 @@ def test_models_benchmark_of_the_depth_model_with_its_dpt_head():
     assert sorted({r['size'] for r in defaults['rows']}) == ['448x896', '896x1792']  # 32 x 64 and 64 x 128 patches
 
 
+@pytest.mark.integration  # a fresh process per (arch, size)
+def test_models_benchmark_memory_probes_build_the_whole_depth_model():
+    from jetvit_mm.models.depth_anything import JetViTDepthAnything
+
+    entries = model_entries(DPT_BACKBONE, ['LWLF'], head=DPT_HEAD)
+    result = benchmark_models(entries, sizes=[(56, 70)], memory=True, profile=False, **dict(QUICK, repeat=1))
+    for e in result['entries']:  # the memory probes built the whole depth model, head included
+        built = JetViTDepthAnything(**e['kwargs'], **e['head'])
+        weights = sum(t.numel() * t.element_size() for t in [*built.parameters(), *built.buffers()])
+        row = next(r for r in result['rows'] if r['label'] == e['label'])
+        assert row['memory']['weights_bytes'] == weights and row['peak_increase_mib'] > 0
+
+
 # ----------------------------------------------------------------------------------------------- the tool itself
 
 def benchmark_tool(*args, check: bool = True):
     return run_tool('benchmark.py', *args, check=check, env={'OMP_NUM_THREADS': '1'})
 
 
-@pytest.mark.integration
 def test_tool_mixers_writes_its_json(tmp_path):
     out = tmp_path / 'mixers.json'
     proc = benchmark_tool('mixers', '--grid', '4', '6', '--dim', '32', '--heads', '2', '--window', '3', '--warmup',
@@ -205,7 +207,6 @@ def test_tool_mixers_writes_its_json(tmp_path):
                for t in result['targets'])
 
 
-@pytest.mark.integration
 def test_tool_models_from_a_config_with_linear_options_json_and_plots(tmp_path):
     config = tmp_path / 'tiny.py'
     config.write_text(f'model = dict(backbone=dict(type="JetViT", frozen=True, window_size=2, **{TINY!r}))\n')
@@ -224,7 +225,6 @@ def test_tool_models_from_a_config_with_linear_options_json_and_plots(tmp_path):
     assert replot.stat().st_size > 0
 
 
-@pytest.mark.integration
 def test_tool_models_takes_the_dpt_widths_of_a_config(tmp_path):
     out = tmp_path / 'dpt.json'
     benchmark_tool('models', '--config', TINY_DEPTH_CONFIG, '--arch', 'LWLF', '--head', 'dpt', '--size', '56', '70',
@@ -240,7 +240,6 @@ def test_tool_models_takes_the_dpt_widths_of_a_config(tmp_path):
     assert json.loads(out.read_text())['entries'][0]['head'] == {'features': 128, 'out_channels': [96, 192, 384, 768]}
 
 
-@pytest.mark.integration
 def test_tool_errors_name_the_problem(tmp_path):
     usage = [(['mixers', '--repeat', '0'], '--repeat: must be >= 1, got 0'),
              (['models', '--config', tmp_path / 'nope.py'], 'config file not found'),

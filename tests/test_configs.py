@@ -81,7 +81,8 @@ def test_levels_counts_the_inheritance_below_a_config(tmp_path):
     assert [levels(tmp_path / f'{n}.py') for n in ('leaf', 'mid', 'top')] == [0, 1, 2]
 
 
-@pytest.mark.parametrize('path', CONFIGS + TEST_CONFIGS, ids=[str(p.relative_to(REPO)) for p in CONFIGS + TEST_CONFIGS])
+@pytest.mark.parametrize('path', [pytest.param(p, marks=pytest.mark.integration) for p in CONFIGS] + TEST_CONFIGS,
+                         ids=[str(p.relative_to(REPO)) for p in CONFIGS + TEST_CONFIGS])  # shipped: full-size models
 def test_config_builds(path):
     cfg, model = build_model(path)
     backbone = model.student if type(model).__name__ == 'FeatureDistiller' else model.backbone

@@ -26,7 +26,6 @@ TINY_DEMO = ('--teacher-iters', '20', '--distill-iters', '8', '--finetune-iters'
              '--train-images', '16', '--val-images', '8', '--no-latency')
 
 
-@pytest.mark.unit
 def test_slots_serve_lower_priority_numbers_first():
     slots = Slots(1)
     slots.acquire(0)  # taken: everyone below waits
@@ -45,7 +44,7 @@ def test_slots_serve_lower_priority_numbers_first():
     assert order == ['critical', 'middle', 'late']
 
 
-@pytest.mark.integration
+@pytest.mark.integration  # Pipeline.tool starts the tool's process
 def test_pipeline_reports_a_failing_tool(tmp_path):
     pipe = Pipeline(tmp_path, jobs=1, threads=1, start=time.time(), quiet=True)
     with pytest.raises(RuntimeError, match='export_x failed'):
@@ -55,7 +54,6 @@ def test_pipeline_reports_a_failing_tool(tmp_path):
         pipe.tool('after', 'export_hybrid.py', '--help')
 
 
-@pytest.mark.unit
 def test_extract_backbone_gives_a_loadable_jetvit(tmp_path):
     from jetvit_mm.models import JetViT
 
@@ -80,7 +78,6 @@ def test_extract_backbone_gives_a_loadable_jetvit(tmp_path):
         extract_backbone(runner_ckpt, 'backbone.', tmp_path / 'x.pth')
 
 
-@pytest.mark.unit
 def test_report_table(tmp_path):
     summary = dict(teacher_score=90.0, archs=[
         dict(arch='LL', score=80.0, stage=1), dict(arch='LW', score=85.0, stage=1),
@@ -107,7 +104,6 @@ def _build(cfg: Config):
         return MODELS.build(cfg.model)
 
 
-@pytest.mark.unit
 def test_demo_configs_chain(tmp_path):
     """Teacher, probe and distillation configs share one backbone; the export's fine-tune config of the demo's
     distillation config builds a fixed-arch student from the exported weights; the inheritance configs differ
@@ -139,7 +135,6 @@ def test_demo_configs_chain(tmp_path):
         assert torch.equal(model.student.blocks[0].mlp.fc1.weight, model.teacher.blocks[0].mlp.fc1.weight)
 
 
-@pytest.mark.unit
 def test_demo_options_refuse_an_unknown_task():
     with pytest.raises(ValueError, match="unknown task 'partners'; valid: partner, corner"):
         DemoOptions(task='partners')
@@ -147,7 +142,6 @@ def test_demo_options_refuse_an_unknown_task():
     assert proc.returncode == 2 and 'jobs and threads must be >= 1' in proc.stderr
 
 
-@pytest.mark.unit
 def test_latency_table_rounds_of_one_block_per_mixer():
     """The demo's 1024x2048 table at toy size: the base and one block per mixer letter, median/min/max of rounds."""
     rounds = measure_interleaved('dinov3_vits16', (32, 64), repeat=3, warmup=0)
@@ -155,7 +149,6 @@ def test_latency_table_rounds_of_one_block_per_mixer():
     assert all(r['min'] <= r['median'] <= r['max'] for r in rounds.values())
 
 
-@pytest.mark.integration
 def test_demo_runs_end_to_end_reuses_its_teacher_and_repeats_its_table(tmp_path):
     """The README's main job at a few iterations per step: every tool of the pipeline runs, the outputs are
     written, and a second run in the same work dir reuses the trained teacher and gives the same table."""

@@ -7,8 +7,6 @@ import torch
 
 from jetvit_mm.benchmark.timing import call_timer, summarize, time_interleaved
 
-pytestmark = pytest.mark.unit
-
 
 class FakeClock:
     """A timer that records the order of the calls and gives each entry a fixed duration."""
