@@ -6,7 +6,7 @@ from typing import Dict, Optional
 
 import pytest
 
-from .markers import mark_kinds
+from .markers import KINDS, mark_kinds
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -14,6 +14,23 @@ REPO = Path(__file__).resolve().parents[1]
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     """Every test is ``unit`` or ``integration`` (tests/markers.py): ``pytest -m unit`` runs the fast ones."""
     mark_kinds(items)
+
+
+_SECONDS = {kind: [0, 0.] for kind in KINDS}  # tests run, seconds (setup + call + teardown) per kind
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for kind in KINDS:
+        if kind in report.keywords:
+            _SECONDS[kind][0] += report.when == 'call'
+            _SECONDS[kind][1] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """How long the unit and the integration tests took, each (the times of ``make test``'s two halves)."""
+    ran = {kind: (n, s) for kind, (n, s) in _SECONDS.items() if n}
+    if ran:
+        terminalreporter.write_line('; '.join(f'{kind}: {n} tests, {s:.0f} s' for kind, (n, s) in ran.items()))
 
 
 def run_tool(script: str, *args: str, cwd: Path = REPO, check: bool = True,

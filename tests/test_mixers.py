@@ -349,7 +349,7 @@ def test_token_conv_equals_static_conv_at_init():
 
 @pytest.mark.parametrize('conv', ['squeeze', 'static', 'token'])
 def test_default_conv_does_not_disturb_the_inherited_block_at_step_0(conv):
-    """METHOD.md: new parts start neutral. The default zero kernel makes the L mixer exactly the conv-free one, and
+    """docs/method.md: new parts start neutral. The default zero kernel makes the L mixer exactly the conv-free one, and
     its gradient is non-zero, so the conv moves at the first step."""
     grid = (4, 6)
     torch.manual_seed(0)
