@@ -11,7 +11,7 @@ import jetvit_mm.benchmark.models as model_bench
 from jetvit_mm.benchmark import count_flops
 from jetvit_mm.benchmark.archs import resolve_arch, two_full_arch
 from jetvit_mm.benchmark.mixers import benchmark_mixers, mixer_block
-from jetvit_mm.benchmark.models import benchmark_models, dpt_widths, jetvit_kwargs, model_entries
+from jetvit_mm.benchmark.models import benchmark_models, default_sizes, dpt_widths, jetvit_kwargs, model_entries
 from jetvit_mm.benchmark.targets import distill_step_target, mixer_targets, model_targets
 from jetvit_mm.models.mixers import build_mixer
 
@@ -168,8 +168,14 @@ def test_models_benchmark_of_the_depth_model_with_its_dpt_head():
     assert whole['layers'] == backbone_only['layers'] and [r['mixer'] for r in whole['layers']] == list('LWLF')
     assert lwlf['gflops_by_part']['head'] > 0.5 * lwlf['gflops']  # at this width the head dominates
 
-    defaults = benchmark_models(entries, sizes=None, memory=False, profile=False, **dict(QUICK, repeat=1))
-    assert sorted({r['size'] for r in defaults['rows']}) == ['448x896', '896x1792']  # 32 x 64 and 64 x 128 patches
+
+def test_default_sizes_follow_the_patch_size(monkeypatch):
+    assert default_sizes(16) == [(512, 1024), (1024, 2048)] and default_sizes(14) == [(448, 896), (896, 1792)]
+    asked = []
+    monkeypatch.setattr(model_bench, 'default_sizes', lambda patch: asked.append(patch) or [(2 * patch, 3 * patch)])
+    result = benchmark_models(model_entries(DPT_BACKBONE, ['LWLF'], head=DPT_HEAD, add_teacher=False), sizes=None,
+                              memory=False, profile=False, **dict(QUICK, repeat=1))
+    assert asked == [14] and [r['size'] for r in result['rows']] == ['28x42']
 
 
 @pytest.mark.integration  # a fresh process per (arch, size)

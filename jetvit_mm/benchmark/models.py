@@ -74,6 +74,11 @@ def model_entries(kwargs: Mapping[str, object], names: Sequence[str], checkpoint
     return entries
 
 
+def default_sizes(patch_size: int) -> List[Tuple[int, int]]:
+    """The default input sizes: 32 x 64 and 64 x 128 patches (512x1024 and 1024x2048 at patch 16)."""
+    return [(32 * patch_size, 64 * patch_size), (64 * patch_size, 128 * patch_size)]
+
+
 def largest_cuda_batch(model: nn.Module, size: Tuple[int, int], dtype: torch.dtype, device: torch.device,
                        cap: int = 1024) -> int:
     """The largest power-of-two batch whose forward fits in GPU memory (at most ``cap``)."""
@@ -106,8 +111,7 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     for e in entries:
         torch.manual_seed(0)  # the same random weights wherever two archs share them
         models[e['label']] = build_model(e['kwargs'], e['head']).to(device=dev, dtype=torch_dtype).eval()
-    patch = backbone_of(models[entries[0]['label']]).patch_size  # default sizes: 512x1024 and 1024x2048 at patch 16
-    sizes = [tuple(s) for s in (sizes or [(32 * patch, 64 * patch), (64 * patch, 128 * patch)])]
+    sizes = [tuple(s) for s in (sizes or default_sizes(backbone_of(models[entries[0]['label']]).patch_size))]
     started = started_at()
     load_start = os.getloadavg()
     print(f'models: {", ".join(e["label"] + " " + e["arch"] for e in entries)}'
