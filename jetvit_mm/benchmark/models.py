@@ -178,33 +178,9 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     add_speedups(rows, 'F' * backbone_of(models[entries[0]['label']]).depth)
 
     if memory:
-        print('\npeak memory: ' + ('torch.cuda.max_memory_allocated per arch and size' if dev.type == 'cuda'
-                                    else 'one fresh process per arch and size'), flush=True)
-        for row in rows:
-            e = next(e for e in entries if e['label'] == row['label'])
-            h, w = (int(v) for v in str(row['size']).split('x'))
-            if dev.type == 'cuda':  # exact in this process: the allocator counts live tensors only
-                x = torch.randn(batch, 3, h, w, device=dev, dtype=torch_dtype)
-                mem = cuda_forward_memory(models[row['label']], x)
-                del x
-            else:  # RSS needs a fresh process per (arch, size)
-                mem = measure_forward_memory(e['kwargs'], (batch, 3, h, w), dtype, device, threads, head=e['head'])
-            row['memory'] = mem
-            row['peak_increase_mib'] = mem['peak_increase_bytes'] / MIB
-            print(f'  {row["size"]} {row["label"]}: +{row["peak_increase_mib"]:.0f} MiB ({mem["method"]})', flush=True)
-
-    profiles = {}
-    if profile:
-        h, w = max(sizes, key=lambda size: size[0] * size[1])
-        x = torch.randn(1, 3, h, w, device=dev, dtype=torch_dtype)
-        print(f'\nprofile at {h}x{w}, batch 1 (block times, then torch.profiler top ops)', flush=True)
-        for e in entries:
-            model = models[e['label']]
-            times = block_times(model, x, dev)
-            per_letter = {letter: statistics.mean(t for t, a in zip(times, e['arch']) if a == letter)
-                          for letter in sorted(set(e['arch']))}
-            profiles[e['label']] = {'block_ms': times, 'mean_block_ms_by_mixer': per_letter,
-                                    'top_ops': profile_model(model, x, dev)}
+        add_peak_memory(rows, entries, models, batch, dtype, device, threads)
+    profiles = profile_entries(entries, models, max(sizes, key=lambda size: size[0] * size[1]), dev, torch_dtype) \
+        if profile else {}
     load_end = os.getloadavg()
     targets = model_targets(rows)
     print_models_table(rows, targets, profiles)
@@ -215,6 +191,43 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
         'entries': [{k: e[k] for k in ('label', 'arch', 'kwargs', 'head')} for e in entries],
         'rows': rows, 'samples_ms': samples, 'targets': targets, 'profiles': profiles,
     }
+
+
+def add_peak_memory(rows: List[Dict[str, object]], entries: List[Entry], models: Dict[str, nn.Module], batch: int,
+                    dtype: str, device: str, threads: int) -> None:
+    """Each row's peak memory of one forward: in this process on CUDA, in a fresh process per row on CPU."""
+    dev, torch_dtype = torch.device(device), DTYPES[dtype]
+    print('\npeak memory: ' + ('torch.cuda.max_memory_allocated per arch and size' if dev.type == 'cuda'
+                                else 'one fresh process per arch and size'), flush=True)
+    for row in rows:
+        e = next(e for e in entries if e['label'] == row['label'])
+        h, w = (int(v) for v in str(row['size']).split('x'))
+        if dev.type == 'cuda':  # exact in this process: the allocator counts live tensors only
+            x = torch.randn(batch, 3, h, w, device=dev, dtype=torch_dtype)
+            mem = cuda_forward_memory(models[row['label']], x)
+            del x
+        else:  # RSS needs a fresh process per (arch, size)
+            mem = measure_forward_memory(e['kwargs'], (batch, 3, h, w), dtype, device, threads, head=e['head'])
+        row['memory'] = mem
+        row['peak_increase_mib'] = mem['peak_increase_bytes'] / MIB
+        print(f'  {row["size"]} {row["label"]}: +{row["peak_increase_mib"]:.0f} MiB ({mem["method"]})', flush=True)
+
+
+def profile_entries(entries: List[Entry], models: Dict[str, nn.Module], size: Tuple[int, int], device: torch.device,
+                    dtype: torch.dtype) -> Dict[str, Dict[str, object]]:
+    """Per entry at ``size``, batch 1: each block's time, the mean block time per mixer letter, the top ops."""
+    h, w = size
+    x = torch.randn(1, 3, h, w, device=device, dtype=dtype)
+    print(f'\nprofile at {h}x{w}, batch 1 (block times, then torch.profiler top ops)', flush=True)
+    profiles = {}
+    for e in entries:
+        model = models[e['label']]
+        times = block_times(model, x, device)
+        per_letter = {letter: statistics.mean(t for t, a in zip(times, e['arch']) if a == letter)
+                      for letter in sorted(set(e['arch']))}
+        profiles[e['label']] = {'block_ms': times, 'mean_block_ms_by_mixer': per_letter,
+                                'top_ops': profile_model(model, x, device)}
+    return profiles
 
 
 def add_speedups(rows: List[Dict[str, object]], teacher: str) -> None:

@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import time
+import warnings
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,9 +53,11 @@ class DemoOptions:
 
 def merged_config_text(path: Path) -> str:
     """A config with its bases merged, as sorted JSON: what a cached step trained with, whichever file changed."""
-    from mmengine.config import Config
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UserWarning)  # mmengine's imports warn about pkg_resources
+        from mmengine.config import Config
 
-    return json.dumps(Config.fromfile(path).to_dict(), sort_keys=True, default=str)
+        return json.dumps(Config.fromfile(path).to_dict(), sort_keys=True, default=str)
 
 
 def make_data(root: Path, args: 'DemoOptions') -> Path:
