@@ -8,6 +8,7 @@ from mmengine.logging import HistoryBuffer
 from mmengine.runner.checkpoint import CheckpointLoader
 
 from jetvit_mm.mm import enable_runner_checkpoint_loading, load_local_checkpoint
+from jetvit_mm.models.arch import SPEC_KEY
 
 
 class _Exploit:
@@ -79,14 +80,21 @@ def _runner_checkpoint(path, state, cfg_text):
     return path
 
 
+def _old_backbone_state(model):
+    """``backbone.*`` weights as checkpoints written before arch specs held them: no ``_extra_state``."""
+    return {f'backbone.{k}': v for k, v in model.state_dict().items() if k != SPEC_KEY}
+
+
 def test_saved_config_text_is_read_never_executed(tmp_path):
-    """A runner checkpoint's ``meta['cfg']`` is untrusted text: the arch is read from it without running it."""
+    """An old runner checkpoint names its arch only in ``meta['cfg']``, untrusted text: the arch is read from its
+    literal assignments without running anything."""
     from jetvit_mm.models import JetViT
     marker = tmp_path / 'ran'
-    state = {f'backbone.{k}': v for k, v in JetViT(arch='WF', **TINY_VIT).state_dict().items()}
+    state = _old_backbone_state(JetViT(arch='WF', **TINY_VIT))
     text = (f"_x = open({str(marker)!r}, 'w').write('ran')\n"
+            "_y = dict(window_size=__import__('os').getpid())\n"
             "model = dict(type='EncoderDecoder', backbone=dict(type='JetViT', arch='WF', depth=2, out_indices=(1, ),\n"
-            "    linear_cfg=dict(conv='squeeze'), drop_path_rate=-0.1, window_size=__import__('os').getpid()))\n")
+            "    linear_cfg=dict(conv='squeeze'), drop_path_rate=-0.1))\n")
     path = _runner_checkpoint(tmp_path / 'iter_1.pth', state, text)
     with pytest.raises(ValueError, match="holds a JetViT with arch 'WF'"):
         JetViT(arch='FF', checkpoint=path, **TINY_VIT)
@@ -97,20 +105,21 @@ def test_saved_config_text_is_read_never_executed(tmp_path):
 
 def test_unparsable_saved_config_warns_and_loads(tmp_path):
     from jetvit_mm.models import JetViT
-    state = {f'backbone.{k}': v for k, v in JetViT(**TINY_VIT).state_dict().items()}
-    path = _runner_checkpoint(tmp_path / 'iter_1.pth', state, 'model = dict(\n')
+    path = _runner_checkpoint(tmp_path / 'iter_1.pth', _old_backbone_state(JetViT(**TINY_VIT)), 'model = dict(\n')
     with pytest.warns(UserWarning, match='arch is not checked'):
         JetViT(arch='LF', checkpoint=path, **TINY_VIT)
 
 
 def test_all_full_runner_checkpoint_loads_into_a_hybrid(tmp_path):
-    """An all-F checkpoint is the teacher: every arch inherits it, even when its config spells the arch out."""
+    """An all-F checkpoint is the teacher: every arch inherits it, whether its state dict or its old saved config
+    names the arch."""
     from jetvit_mm.models import JetViT
     teacher = JetViT(arch='FF', **TINY_VIT)
-    state = {f'backbone.{k}': v for k, v in teacher.state_dict().items()}
-    path = _runner_checkpoint(tmp_path / 'iter_1.pth', state, "model = dict(backbone=dict(type='JetViT', arch='FF'))")
-    hybrid = JetViT(arch='LW', checkpoint=path, **TINY_VIT)
-    assert torch.equal(hybrid.blocks[1].attn.qkv.weight, teacher.blocks[1].attn.qkv.weight)
+    for state in (_old_backbone_state(teacher), {f'backbone.{k}': v for k, v in teacher.state_dict().items()}):
+        path = _runner_checkpoint(tmp_path / 'iter_1.pth', state, "model = dict(backbone=dict(type='JetViT', "
+                                  "arch='FF'))")
+        hybrid = JetViT(arch='LW', checkpoint=path, **TINY_VIT)
+        assert torch.equal(hybrid.blocks[1].attn.qkv.weight, teacher.blocks[1].attn.qkv.weight)
 
 
 def test_supernet_lists_layers_it_lacks(tmp_path):

@@ -15,7 +15,6 @@ Differences between it and the original code, none of which matters at the nativ
   bound, PIL bicubic) and its ``post_process_depth_estimation`` resizes back bicubic/align_corners=False; the
   original (and this project) resizes so the short side is >= 518 (cv2 bicubic) and back bilinear/align_corners=True.
 """
-import importlib.util
 import json
 import math
 import re
@@ -26,6 +25,7 @@ import numpy as np
 import pytest
 import torch
 
+from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 from jetvit_mm.models.depth_anything import (
     JetViTDepthAnything,
     depth_anything_input_size,
@@ -136,20 +136,25 @@ def test_all_f_matches_independent_depth_anything_v2(tmp_path):
 def test_depth_checkpoint_of_another_arch_is_refused_and_inherit_mlp_resets(tmp_path):
     """A depth runner checkpoint names its backbone's arch only in the saved config (W and F layers have the same
     keys): loading it into another arch is refused. ``inherit='mlp'`` re-initialises q/k/v/o after loading."""
+    import jetvit_mm.mm  # noqa: F401  (reads old runner checkpoints' saved config, as for a real runner checkpoint)
+
     source = JetViTDepthAnything(arch='WWFF', **TINY, **TINY_HEAD)
-    state = {f'backbone.{k}': v for k, v in source.backbone.state_dict().items()}
-    state.update({f'decode_head.{k}': v for k, v in source.depth_head.state_dict().items()})
-    cfg = "model = dict(type='DepthEstimator', backbone=dict(type='JetViT', arch='WWFF'), decode_head=dict())\n"
-    torch.save({'state_dict': state, 'meta': {'cfg': cfg}}, tmp_path / 'iter_1.pth')
-    with pytest.raises(ValueError, match="arch 'WWFF'"):
-        JetViTDepthAnything(arch='FFFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
-    exported = export_mmseg_checkpoint(tmp_path / 'iter_1.pth', tmp_path / 'exported.pth')
-    assert torch.load(exported, weights_only=True)['meta']['jetvit_arch'] == 'WWFF'
-    loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
-    assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
-    # its W window (the saved config's, default 16) is checked too: no parameters tell it
-    with pytest.raises(ValueError, match='built with window_size=16, but this model has window_size=8'):
-        JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', window_size=8, **TINY, **TINY_HEAD)
+    for old in (False, True):  # the arch spec in the state dict; a checkpoint written before specs: its config
+        state = {f'backbone.{k}': v for k, v in source.backbone.state_dict().items() if not (old and k == SPEC_KEY)}
+        state.update({f'decode_head.{k}': v for k, v in source.depth_head.state_dict().items()})
+        cfg = "model = dict(type='DepthEstimator', backbone=dict(type='JetViT', arch='WWFF'), decode_head=dict())\n"
+        torch.save({'state_dict': state, 'meta': {'cfg': cfg}}, tmp_path / 'iter_1.pth')
+        with pytest.raises(ValueError, match="arch 'WWFF'"):
+            JetViTDepthAnything(arch='FFFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
+        exported = torch.load(export_mmseg_checkpoint(tmp_path / 'iter_1.pth', tmp_path / 'exported.pth'),
+                              weights_only=True)
+        assert exported['meta']['jetvit_specs']['backbone']['arch'] == 'WWFF'
+        assert ArchSpec.from_tensor(exported['state_dict'][f'backbone.{SPEC_KEY}']).arch == 'WWFF'
+        loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
+        assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
+        # its W window (default 16) is checked too: no parameters tell it
+        with pytest.raises(ValueError, match='built with window_size=16, but this model has window_size=8'):
+            JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', window_size=8, **TINY, **TINY_HEAD)
 
     # a segmentation checkpoint (backbone.* + a probe's decode_head.*) is not turned into a depth checkpoint
     seg = {k: v for k, v in state.items() if k.startswith('backbone.')}
@@ -225,7 +230,7 @@ def test_input_sizes_and_non_multiples_of_14():
 
 # ------------------------------------------------------------------------------------------ 2. metrics
 def test_affine_invariant_metric_ignores_scale_and_shift_of_disparity():
-    from jetvit_mm.mm.depth import affine_invariant_errors
+    from jetvit_mm.depth import affine_invariant_errors
 
     gen = torch.Generator().manual_seed(0)
     gt = 0.5 + 9.5 * torch.rand(24, 32, generator=gen)
@@ -304,13 +309,13 @@ def test_da2k_point_frame_follows_exif_orientation(tmp_path):
     import mmcv
     from PIL import Image
 
-    from jetvit_mm.mm.depth import _image_size
+    from jetvit_mm.depth.formats import image_size
     exif = Image.Exif()
     exif[0x0112] = 6  # rotate 90 degrees on display
     Image.fromarray(np.zeros((40, 80, 3), np.uint8)).save(tmp_path / 'rotated.jpg', exif=exif)
     Image.fromarray(np.zeros((40, 80, 3), np.uint8)).save(tmp_path / 'plain.jpg')
     for name in ('rotated.jpg', 'plain.jpg'):
-        assert _image_size(str(tmp_path / name)) == mmcv.imread(str(tmp_path / name)).shape[:2], name
+        assert image_size(str(tmp_path / name)) == mmcv.imread(str(tmp_path / name)).shape[:2], name
 
 
 def test_da2k_dataset_and_accuracy_on_generated_benchmark(tmp_path):
@@ -361,7 +366,7 @@ def test_ssi_loss_is_invariant_and_trains_the_head():
     assert pred.grad.abs().sum() > 0
 
     # DepthAnythingV2's guard on pseudo-labels: each image's 10 % largest residuals are not counted, by either term
-    from jetvit_mm.mm.depth import ssi_loss
+    from jetvit_mm.depth import ssi_loss
 
     valid = torch.rand(2, 12, 16, generator=gen) > 0.2
     full_loss, full, _ = ssi_loss(pred[:, 0], target[:, 0], valid)
@@ -426,7 +431,7 @@ def infer_image_reference(model: JetViTDepthAnything, image_path: Path, size: in
 def reference_nyu_metrics(checkpoint: Path, arch: str, nyu: Path) -> dict:
     """DepthAnythingV2's ``infer_image`` (cv2 bicubic on RGB/255, ImageNet norm, bilinear align_corners back)
     and :func:`affine_invariant_errors`, without mmengine (the tiny configs' model: TINY, window_size=2)."""
-    from jetvit_mm.mm.depth import affine_invariant_errors
+    from jetvit_mm.depth import affine_invariant_errors
 
     model = JetViTDepthAnything.from_checkpoint(checkpoint, arch=arch, window_size=2, **TINY, **TINY_HEAD).eval()
     errors = []
@@ -436,13 +441,6 @@ def reference_nyu_metrics(checkpoint: Path, arch: str, nyu: Path) -> dict:
         errors.append(affine_invariant_errors(disparity, torch.from_numpy(gt.astype(np.float32) / 1000.),
                                               min_depth=1e-3, max_depth=10.))
     return dict(abs_rel=float(np.mean([e[0] for e in errors])), delta1=float(np.mean([e[1] for e in errors])))
-
-
-def load_search_tool():
-    spec = importlib.util.spec_from_file_location('jetvit_search_tool', REPO / 'tools' / 'search.py')
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
 
 
 def test_depth_pipeline_distill_search_test_finetune(depth_data, tmp_path):
@@ -460,11 +458,11 @@ def test_depth_pipeline_distill_search_test_finetune(depth_data, tmp_path):
 
     # 2. Step-1 search scored by DA-2K accuracy (its direction declared by DA2KMetric)
     search_dir = tmp_path / 'search'
-    summary = load_search_tool().main([
-        str(CONFIGS / 'depth_search_tiny_da2k.py'), str(tmp_path / 'distill' / 'iter_4.pth'), '--stage', '1',
-        '--metric', 'da2k_acc', '--head-checkpoint', str(head), '--beam-width', '2', '--min-gain', '0.0',
-        '--work-dir', str(search_dir), '--export', '--device', 'cpu',
-        '--cfg-options', f'val_dataloader.dataset.data_root={d["da2k"]}'])
+    run_tool('search.py', CONFIGS / 'depth_search_tiny_da2k.py', tmp_path / 'distill' / 'iter_4.pth', '--stage', '1',
+             '--metric', 'da2k_acc', '--head-checkpoint', head, '--beam-width', '2', '--min-gain', '0.0',
+             '--work-dir', search_dir, '--export', '--device', 'cpu',
+             '--cfg-options', f'val_dataloader.dataset.data_root={d["da2k"]}')
+    summary = json.loads((search_dir / 'search.json').read_text())
     best = summary['best']['1']['arch']
     assert summary['higher_is_better'] and re.fullmatch('[LW]{4}', best)
     assert all(0 <= r['score'] <= 100 for r in summary['archs'])

@@ -14,6 +14,7 @@ import timm
 import torch
 import torch.nn.functional as F
 
+from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.pos_embed import resize_pos_embed
 from jetvit_mm.models.variants import VARIANTS
@@ -70,13 +71,17 @@ def tokens_to_map(tokens: torch.Tensor, num_prefix: int, grid: Tuple[int, int]) 
 
 
 # ------------------------------------------------------------------------------------- 1. all F == timm teacher
-# (JetViT model_name, timm reference, JetViT kwargs, prefix tokens, patch size, input sizes (one non-square))
-TEACHER_CASES = [
-    ('dinov3_vits16', 'vit_small_patch16_dinov3', {}, 5, 16, [(48, 48), (32, 80)]),
-    ('dinov3_vits16', 'vit_small_patch16_dinov3_qkvb', {'qkv_bias': True}, 5, 16, [(48, 48), (32, 80)]),
-    ('dinov3_vits16plus', 'vit_small_plus_patch16_dinov3', {}, 5, 16, [(48, 48), (64, 32)]),
-    ('dinov2_vits14', 'vit_small_patch14_dinov2', {'pos_embed_interp': 'timm'}, 1, 14, [(42, 42), (28, 70)]),
-]
+# (JetViT model_name, timm reference, JetViT kwargs, prefix tokens, patch size, input sizes (one non-square)): every
+# registered variant at tiny size, and DINOv3 with the qkv bias some timm variants have
+def _teacher_case(model_name: str, timm_name: str = None, **kwargs):
+    variant = VARIANTS[model_name]
+    if variant.family == 'dinov3':
+        return model_name, timm_name or variant.timm_name, kwargs, 5, 16, [(48, 48), (32, 80)]
+    return model_name, variant.timm_name, dict(kwargs, pos_embed_interp='timm'), 1, 14, [(42, 42), (28, 70)]
+
+
+TEACHER_CASES = [_teacher_case(name) for name in VARIANTS] + [
+    _teacher_case('dinov3_vits16', 'vit_small_patch16_dinov3_qkvb', qkv_bias=True)]
 TEACHER_IDS = [c[1] for c in TEACHER_CASES]
 
 
@@ -103,6 +108,10 @@ def test_all_full_arch_equals_timm_teacher(tmp_path, model_name, timm_name, kwar
             assert mine.shape == (2, 64, *grid)
             assert max_diff(mine, theirs) < ATOL
         assert max_diff(maps[-1], tokens_to_map(ref, num_prefix, grid)) < ATOL
+
+
+def test_teacher_cases_cover_every_registered_variant():
+    assert {case[0] for case in TEACHER_CASES} == set(VARIANTS)
 
 
 def test_teacher_comparison_is_sensitive(tmp_path):
@@ -234,11 +243,13 @@ def test_hybrid_arch_keeps_every_teacher_weight(tmp_path, model_name, timm_name,
     # the one buffer: DINOv3's RoPE periods (kept from checkpoints that hold them; here timm's computed ones)
     rope = {'rope.periods'} if model_name.startswith('dinov3') else set()
     assert all(torch.equal(state[k], teacher.rope.periods) for k in rope)
-    extra = sorted(set(state) - set(expected) - rope)
+    # and the arch spec, so that no load can take these weights for another arch
+    assert ArchSpec.from_tensor(state[SPEC_KEY]) == model.spec and model.spec.arch == 'LWLF'
+    extra = sorted(set(state) - set(expected) - rope - {SPEC_KEY})
     assert extra == sorted(model.new_parameter_names())
     assert extra and all(k.startswith(('blocks.0.attn.conv.', 'blocks.2.attn.conv.')) for k in extra)
     assert {k.split('.')[1] for k in extra} == {'0', '2'}  # both L layers, nothing from the W / F ones
-    assert set(dict(model.named_parameters())) == set(state) - rope  # no other buffers among the weights
+    assert set(dict(model.named_parameters())) == set(state) - rope - {SPEC_KEY}  # no other buffers
 
 
 def test_inherit_mlp_reinitialises_only_non_full_attention(tmp_path):

@@ -146,6 +146,32 @@ def test_losses_zero_on_identical_features_and_positive_otherwise():
         distill_loss('mse', [noisy], [big], dict(max_tokens=16))
 
 
+def test_activation_matching_loss_equals_an_independent_formula():
+    """ViT-Linearizer's activation matching, written out pair by pair: A[i, j] = cos(f_i, f_j) per image; the loss
+    is the mean over images and tokens i of 1 - cos(A_student[i, :], A_teacher[i, :])."""
+    g = torch.Generator().manual_seed(0)
+    student, teacher = torch.randn(2, 6, 5, generator=g), torch.randn(2, 6, 5, generator=g)
+
+    def similarity(x):
+        n = x.shape[0]
+        return torch.tensor([[torch.nn.functional.cosine_similarity(x[i], x[j], dim=0).item() for j in range(n)]
+                             for i in range(n)], dtype=torch.float64)
+
+    terms = []
+    for s_img, t_img in zip(student.double(), teacher.double()):
+        a_s, a_t = similarity(s_img), similarity(t_img)
+        terms += [1 - torch.dot(a_s[i], a_t[i]) / (a_s[i].norm() * a_t[i].norm()) for i in range(a_s.shape[0])]
+    expected = torch.stack(terms).mean()
+    assert activation_matching_loss(student, teacher, max_tokens=None).item() == pytest.approx(expected.item(),
+                                                                                                rel=1e-5, abs=1e-6)
+    assert expected.item() > 0.05  # a non-trivial value to compare
+    # with a token subset, the formula on those tokens (the same subset for student and teacher)
+    keep = torch.randperm(6, generator=torch.Generator().manual_seed(3))[:4]
+    subset = activation_matching_loss(student, teacher, max_tokens=4, generator=torch.Generator().manual_seed(3))
+    assert subset.item() == pytest.approx(activation_matching_loss(student[:, keep], teacher[:, keep],
+                                                                   max_tokens=None).item(), rel=1e-6)
+
+
 # ----------------------------------------------------------------------------- distiller
 def test_distiller_build_errors(teacher_ckpt):
     with pytest.raises(ValueError, match=r'out index 7 out of range for a 4-layer model'):

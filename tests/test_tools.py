@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from jetvit_mm.mm import load_local_checkpoint
+from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 
 from .conftest import REPO, run_tool
 
@@ -34,6 +35,10 @@ def test_train_writes_checkpoints_and_validates(trained):
     ckpt = load_local_checkpoint(str(work_dir / 'iter_4.pth'))
     assert ckpt['meta']['iter'] == 4
     assert any(k.startswith('decode_head.bn.') for k in ckpt['state_dict'])
+    # the backbone's arch spec, in the state dict (what loading checks) and in the meta (ArchSpecHook)
+    spec = ArchSpec.from_tensor(ckpt['state_dict'][f'backbone.{SPEC_KEY}'])
+    assert (spec.arch, spec.options['W']['window_size']) == ('LWLF', 4)
+    assert ckpt['meta']['jetvit_specs'] == {'backbone': spec.to_dict()}
 
 
 def test_test_tool_reports_iou_metric(trained, tiny_cityscapes, tmp_path):

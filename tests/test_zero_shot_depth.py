@@ -16,7 +16,7 @@ import torch
 from mmengine.config import Config
 from PIL import Image
 
-from jetvit_mm.datasets.depth_formats import (
+from jetvit_mm.depth.formats import (
     cityscapes_disparity_to_depth,
     read_cityscapes_camera,
     read_diode_depth,
@@ -218,7 +218,7 @@ def checkpoint(tmp_path_factory):
 def reference_metrics(original: Path, root: Path, name: str) -> dict:
     """DepthAnythingV2's ``infer_image(image, input_size=min(h, w))`` (cv2 bicubic on RGB/255, ImageNet norm,
     bilinear align_corners back) and :func:`affine_invariant_errors` on the independently decoded ground truth."""
-    from jetvit_mm.mm.depth import affine_invariant_errors
+    from jetvit_mm.depth import affine_invariant_errors
 
     (min_depth, max_depth), ground_truth = CASES[name]
     model = JetViTDepthAnything.from_checkpoint(original, arch=None, **TINY, **TINY_HEAD).eval()
@@ -256,18 +256,16 @@ def test_search_scores_archs_by_a_zero_shot_set(data, checkpoint, tmp_path):
     metric declares) after a supernet distillation, and the best arch is the lowest score."""
     from jetvit_mm.testing import make_depth
 
-    from .test_depth import load_search_tool
-
     mmseg_ckpt, original = checkpoint
     nyu = make_depth(tmp_path / 'nyu', splits={'train': 4}, size=(48, 64), seed=0)
     run_tool('train.py', REPO / 'tests' / 'configs' / 'depth_distill_tiny.py', '--work-dir', tmp_path / 'distill',
              '--cfg-options', f'train_dataloader.dataset.data_root={nyu}', f'model.teacher.checkpoint={original}')
-    summary = load_search_tool().main([
-        str(CONFIGS / 'depthanything_large_eval_diode.py'), str(tmp_path / 'distill' / 'iter_4.pth'),
-        '--stage', '1', '--metric', 'abs_rel', '--head-checkpoint', str(mmseg_ckpt), '--beam-width', '2',
-        '--min-gain', '0.0', '--work-dir', str(tmp_path / 'search'), '--device', 'cpu', '--cfg-options',
-        *SHRINK, 'model.backbone.window_size=2', *single_process('val'),
-        f'val_dataloader.dataset.data_root={data["diode"]}'])
+    run_tool('search.py', CONFIGS / 'depthanything_large_eval_diode.py', tmp_path / 'distill' / 'iter_4.pth',
+             '--stage', '1', '--metric', 'abs_rel', '--head-checkpoint', mmseg_ckpt, '--beam-width', '2',
+             '--min-gain', '0.0', '--work-dir', tmp_path / 'search', '--device', 'cpu', '--cfg-options',
+             *SHRINK, 'model.backbone.window_size=2', *single_process('val'),
+             f'val_dataloader.dataset.data_root={data["diode"]}')
+    summary = json.loads((tmp_path / 'search' / 'search.json').read_text())
     scores = {r['arch']: r['score'] for r in summary['archs']}
     assert summary['higher_is_better'] is False and len(scores) >= 4
     assert all(0 < v < np.inf for v in scores.values()) and len(set(scores.values())) > 1

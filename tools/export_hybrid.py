@@ -1,18 +1,16 @@
 """Export one arch of a trained supernet as a standalone JetViT checkpoint (+ downstream checkpoint, fine-tune config).
 
-    python tools/export_hybrid.py CONFIG SUPERNET.pth --arch LWLLWWLLWFLF --out-dir D \
-        [--head-checkpoint TEACHER_PROBE.pth] [--distill-config configs/jetvit/dinov3_base_cityscapes.py] \
+    python tools/export_hybrid.py CONFIG SUPERNET.pth --arch LWLLWWLLWFLF --out-dir D \\
+        [--head-checkpoint TEACHER_PROBE.pth] [--distill-config configs/jetvit/dinov3_base_cityscapes.py] \\
         [--cfg-options model.backbone.window_size=8 ...]
 """
 import argparse
-import os.path as osp
 
 from mmengine.config import Config, DictAction
 
 from jetvit_mm.cli import check_inputs
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
-from jetvit_mm.mm.export import export_hybrid
-from jetvit_mm.mm.search_runner import build_downstream_model, load_downstream_heads, load_supernet
+from jetvit_mm.mm.export import export_from_checkpoint
 
 
 def main(argv=None) -> dict:
@@ -33,10 +31,8 @@ def main(argv=None) -> dict:
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
-    supernet, _ = load_supernet(args.checkpoint, cfg)
-    if args.head_checkpoint is not None:  # the head must fit CONFIG's model, as the search requires
-        load_downstream_heads(build_downstream_model(cfg), args.head_checkpoint, osp.basename(args.config))
-    paths = export_hybrid(supernet, args.arch, args.out_dir, args.head_checkpoint, args.distill_config)
+    paths = export_from_checkpoint(cfg, args.checkpoint, args.arch, args.out_dir, args.head_checkpoint,
+                                   args.distill_config)
     for kind, path in paths.items():
         print(f'{kind}: {path}')
     return paths

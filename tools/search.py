@@ -12,8 +12,6 @@ val_dataloader and val_evaluator score every arch, its backbone arguments must m
 killed search without re-scoring anything.
 """
 import argparse
-import math
-import time
 from pathlib import Path
 
 import torch
@@ -29,12 +27,10 @@ from jetvit_mm.mm.search_runner import (
     default_thresholds,
     load_supernet,
     saved_distill_objective,
-    signed,
 )
-from jetvit_mm.search import search_step1, search_step2
-from jetvit_mm.search.latency import load_or_measure, predict_latency, read_latency_table
-from jetvit_mm.search.report import layer_gains, pareto_front, plot_gains, plot_pareto
-from jetvit_mm.search.state import read_json, write_json_atomic
+from jetvit_mm.search.latency import load_or_measure, read_latency_table
+from jetvit_mm.search.run import SearchSettings, open_state, plot_stage, run_stage, start_arch
+from jetvit_mm.search.state import write_json_atomic
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -46,12 +42,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--metric', default='mIoU', help='evaluator metric to optimise, or distill_loss (no labels)')
     parser.add_argument('--beam-width', type=int, default=4)
     parser.add_argument('--min-gain', type=float, default=None,
-                        help='Step 1: stop when a stage gains less, in the metric\'s units (default: 0.1 for a '
-                             'percent metric such as mIoU, 0.001 for a fraction such as COCO mAP or AbsRel)')
+                        help='Step 1: stop when a stage gains less, in the metric\'s units, and keep none of that '
+                             'stage\'s moves (default: 0.1 for a percent metric such as mIoU, 0.001 for a fraction '
+                             'such as COCO mAP or AbsRel)')
     parser.add_argument('--max-full', type=int, default=None, help='Step 2: at most this many F layers')
     parser.add_argument('--tolerance', type=float, default=None,
-                        help='Step 2: stop at teacher score - tolerance, in the metric\'s units (default: 0.5 for '
-                             'a percent metric, 0.005 for a fraction); negative: never stop on the score')
+                        help='Step 2: stop at the first stage whose best arch scores at least teacher score - '
+                             'tolerance, in the metric\'s units (default: 0.5 for a percent metric, 0.005 for a '
+                             'fraction). A negative tolerance puts the target above the teacher\'s score: the '
+                             'search then stops on the score only where an arch beats the teacher by |tolerance|, '
+                             'else at --max-full or when no move is left, returning the best arch scored')
     parser.add_argument('--step1-arch', help='Step 2 start (default: Step 1\'s best from the work dir state)')
     parser.add_argument('--latency-budget', type=float, default=None, help='max predicted latency, ms')
     parser.add_argument('--latency-size', type=int, nargs=2, default=None, metavar=('H', 'W'),
@@ -73,11 +73,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def progress(stage: int, done: int, arch: str, value: float, best: float, cached: bool) -> None:
-    tag = 'cached' if cached else 'scored'
-    print(f'[search step {stage}] {done:4d} archs | {tag} {arch} = {value:.4f} | best so far {best:.4f}', flush=True)
-
-
 def main(argv=None) -> dict:
     args = parse_args(argv)
     enable_runner_checkpoint_loading()
@@ -91,34 +86,15 @@ def main(argv=None) -> dict:
     # every check before any scoring
     higher = check_metric(args.metric, cfg.get('val_evaluator'))
     min_gain, tolerance = default_thresholds(args.metric)
-    args.min_gain = min_gain if args.min_gain is None else args.min_gain
-    args.tolerance = tolerance if args.tolerance is None else args.tolerance
-    state = read_json(state_path) if state_path.is_file() else None
-    if state is not None and not args.resume and str(args.stage) in state.get('stages', {}):
-        raise FileExistsError(f'{state_path} already holds a step {args.stage} search: pass --resume to continue it '
-                              f'or choose another --work-dir')
-    state = state or dict(version=1, stages={})
-    stage_key = str(args.stage)
-    saved = state['stages'].get(stage_key)
+    settings = SearchSettings(
+        stage=args.stage, metric=args.metric, higher_is_better=higher, beam_width=args.beam_width,
+        min_gain=min_gain if args.min_gain is None else args.min_gain,
+        tolerance=tolerance if args.tolerance is None else args.tolerance, max_full=args.max_full,
+        latency_budget=args.latency_budget, seed=args.seed)
     identity = dict(checkpoint=str(args.checkpoint), metric=args.metric, head_checkpoint=args.head_checkpoint)
-    if saved is not None and any(saved.get(k, v) != v for k, v in identity.items()):
-        was = ' / '.join(str(saved.get(k, v)) for k, v in identity.items())
-        raise ValueError(f'{state_path} was written for {was} (checkpoint / metric / head checkpoint); use another '
-                         f'--work-dir for {" / ".join(str(v) for v in identity.values())}')
+    state = open_state(state_path, args.stage, identity, args.resume)
     supernet, teacher = load_supernet(args.checkpoint, cfg)
-    depth = supernet.depth
-    if args.stage == 1:
-        if set(''.join(supernet.search_space)) != {'L', 'W'} or any(s != 'LW' for s in supernet.search_space):
-            raise ValueError(f'step 1 needs an {{L, W}} supernet; this one has {supernet.search_space}')
-        start = 'L' * depth
-    else:
-        start = args.step1_arch or state['stages'].get('1', {}).get('best_arch')
-        if start is None:
-            raise ValueError('step 2 needs --step1-arch or a finished step 1 in the work dir')
-        expected = tuple(letter if letter == 'F' else letter + 'F' for letter in start)
-        if supernet.search_space != expected:
-            raise ValueError(f'step 2 supernet space {supernet.search_space} does not match step 1 arch {start!r} '
-                             f'(expected {expected})')
+    start = start_arch(args.stage, supernet.search_space, state, args.step1_arch)
     scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device,
                         distill_objective=saved_distill_objective(args.checkpoint))
     if args.latency_table is not None:
@@ -127,74 +103,13 @@ def main(argv=None) -> dict:
     else:
         size = tuple(args.latency_size or scorer.input_size())
         table = load_or_measure(work_dir / 'latency_table.json', supernet, size, args.device)
-    cost = lambda arch: predict_latency(arch, table)  # noqa: E731
-    if args.latency_budget is not None and cost(start) > args.latency_budget:
-        raise ValueError(f'latency budget {args.latency_budget} ms is impossible: the cheapest start arch {start!r} '
-                         f'is predicted at {cost(start):.1f} ms (table: {table})')
 
-    # the resumable state
-    stage_state = saved or dict(identity, higher_is_better=higher, scores={}, history=[], latency_ms=table,
-                                latency_size=list(size))
-    if args.stage == 1:  # the thresholds in force (metric units), for the record
-        stage_state['min_gain'] = args.min_gain
-    else:
-        stage_state['tolerance'] = args.tolerance
-    state['stages'][stage_key] = stage_state
-    if 'teacher_score' not in stage_state:  # per stage: each stage may score with its own metric and head
-        stage_state['teacher_score'] = scorer.teacher_score()
-    write_json_atomic(state_path, state)
-    teacher_value = stage_state['teacher_score']
-    memo = {arch: (v if higher else -v) for arch, v in stage_state['scores'].items()}
-
-    def score(arch: str) -> float:
-        value = scorer.score_arch(arch)
-        stage_state['scores'][arch] = value
-        stage_state['history'].append([arch, value, time.time()])
-        write_json_atomic(state_path, state)
-        best = max(stage_state['scores'].values()) if higher else min(stage_state['scores'].values())
-        progress(args.stage, len(stage_state['scores']), arch, value, best, cached=False)
-        return value
-
-    objective = signed(score, higher)
-    common = dict(beam_width=args.beam_width, cost=cost, budget=args.latency_budget, seed=args.seed, scores=memo)
-    if args.stage == 1:
-        result = search_step1(objective, depth, min_gain=args.min_gain, **common)
-    else:
-        teacher_signed = teacher_value if higher else -teacher_value
-        result = search_step2(objective, start, teacher_score=teacher_signed,
-                              tolerance=args.tolerance, max_full=args.max_full, **common)
-    value = lambda arch: stage_state['scores'][arch]  # noqa: E731
-    stage_state.update(best_arch=result.best_arch, best_score=value(result.best_arch),
-                       stop_reason=result.stop_reason, stages=[[s.best_arch for s in result.stages]])
-    write_json_atomic(state_path, state)
-
-    # outputs
-    points = {arch: (v if higher else -v, cost(arch)) for arch, v in stage_state['scores'].items()}
-    front = pareto_front(points)
-    gains = layer_gains(result.stages, {a: v for a, (v, _) in points.items()}, depth)
-    # Fig. 7's numbers: per search stage, the gain (positive = better) of each one-layer move; None: not scored
-    stage_state['layer_gains'] = [[None if math.isnan(g) else g for g in row] for row in gains]
-    write_json_atomic(state_path, state)
-    records = [dict(arch=a, score=v, predicted_latency_ms=cost(a), L=a.count('L'), W=a.count('W'), F=a.count('F'),
-                    stage=int(k), pareto=(k == stage_key and a in front))
-               for k, st in state['stages'].items() for a, v in st['scores'].items()]
-    summary = dict(metric=args.metric, higher_is_better=higher, teacher_score=teacher_value,
-                   teacher_latency_ms=cost('F' * depth), latency_size=list(size),
-                   best={k: dict(arch=st.get('best_arch'), score=st.get('best_score'),
-                                 stop_reason=st.get('stop_reason')) for k, st in state['stages'].items()},
-                   layer_gains={k: st.get('layer_gains') for k, st in state['stages'].items()},
-                   archs=records)
-    write_json_atomic(work_dir / 'search.json', summary)
-    (work_dir / f'best_arch_step{stage_key}.txt').write_text(result.best_arch + '\n')
-    plot_pareto(points, work_dir / f'pareto_step{stage_key}.png', args.metric + ('' if higher else ' (negated)'),
-                teacher=(teacher_value if higher else -teacher_value, cost('F' * depth)))
-    title = 'gain of turning each layer into F' if args.stage == 2 else 'gain of turning each L layer into W'
-    plot_gains(gains, work_dir / f'layer_gains_step{stage_key}.png', title)
-    print(f'step {stage_key}: best {result.best_arch} {args.metric}={value(result.best_arch):.4f} '
-          f'(teacher {teacher_value:.4f}), predicted {cost(result.best_arch):.1f} ms vs teacher '
-          f'{cost("F" * depth):.1f} ms; stop: {result.stop_reason}')
+    outcome = run_stage(settings, scorer, start, state, state_path, identity, table, size, out_dir=work_dir)
+    plot_stage(outcome, settings, work_dir)
+    summary = outcome.summary
     if args.export:
-        paths = export_hybrid(supernet, result.best_arch, work_dir, args.head_checkpoint, args.distill_config)
+        paths = export_hybrid(supernet, outcome.result.best_arch, work_dir, args.head_checkpoint,
+                              args.distill_config)
         summary['export'] = {k: str(v) for k, v in paths.items()}
         write_json_atomic(work_dir / 'search.json', summary)
         for kind, path in paths.items():

@@ -3,13 +3,9 @@
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out metrics.json] [--cfg-options k=v ...]
 """
 import argparse
-import json
 import os.path as osp
 
-from mmengine.dist import is_main_process
-
-from jetvit_mm.mm.checkpoint import check_checkpoint_fits
-from jetvit_mm.mm.launch import add_common_args, build_runner, load_config
+from jetvit_mm.mm.launch import add_common_args, load_config, test_checkpoint, write_metrics
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -23,16 +19,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    if not osp.isfile(args.checkpoint):
-        raise FileNotFoundError(f'checkpoint not found: {args.checkpoint}')
-    cfg = load_config(args)
-    cfg.load_from = args.checkpoint
-    runner = build_runner(cfg)
-    check_checkpoint_fits(runner.model, args.checkpoint, osp.basename(args.config))
-    metrics = runner.test()
-    if args.out and is_main_process():
-        with open(args.out, 'w') as f:
-            json.dump({k: float(v) if hasattr(v, '__float__') else v for k, v in metrics.items()}, f, indent=2)
+    metrics = test_checkpoint(load_config(args), args.checkpoint, osp.basename(args.config))
+    if args.out:
+        write_metrics(metrics, args.out)
     return metrics
 
 

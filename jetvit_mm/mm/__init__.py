@@ -11,26 +11,30 @@ from .backbones import JetViT, JetViTSupernet
 from .checkpoint import check_checkpoint_fits, enable_runner_checkpoint_loading, load_local_checkpoint
 from .depth import (
     AffineInvariantDepthMetric,
+    CityscapesDepthDataset,
     DA2KDataset,
     DA2KMetric,
     DepthAnythingResize,
+    DIODEDepthDataset,
     DPTDepthHead,
     JetViTDepthAnything,
+    LoadZeroShotDepth,
     PseudoLabelDepthEstimator,
     ScaleShiftInvariantLoss,
+    SintelDepthDataset,
 )
 from .distiller import FeatureDistiller
-from .hooks import SupernetSamplerHook
+from .hooks import ArchSpecHook, SupernetSamplerHook
 from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
 from .registry import registered_types
 from .seg_heads import LinearProbeHead
-from .zero_shot_depth import CityscapesDepthDataset, DIODEDepthDataset, LoadZeroShotDepth, SintelDepthDataset
 
 enable_runner_checkpoint_loading()
 
-__all__ = ['AffineInvariantDepthMetric', 'CityscapesDepthDataset', 'DA2KDataset', 'DA2KMetric', 'DIODEDepthDataset',
-           'DPTDepthHead', 'DepthAnythingResize', 'FeatureDistiller', 'JetViT', 'JetViTDepthAnything', 'JetViTSupernet',
-           'LayerDecayOptimWrapperConstructor', 'LinearProbeHead', 'LoadZeroShotDepth', 'PseudoLabelDepthEstimator',
-           'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid', 'SintelDepthDataset', 'SupernetSamplerHook',
-           'check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'registered_types']
+__all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CityscapesDepthDataset', 'DA2KDataset', 'DA2KMetric',
+           'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize', 'FeatureDistiller', 'JetViT',
+           'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
+           'LoadZeroShotDepth', 'PseudoLabelDepthEstimator', 'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid',
+           'SintelDepthDataset', 'SupernetSamplerHook', 'check_checkpoint_fits', 'enable_runner_checkpoint_loading',
+           'load_local_checkpoint', 'registered_types']

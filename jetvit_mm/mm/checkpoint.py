@@ -29,9 +29,12 @@ from mmengine.logging import HistoryBuffer
 from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
-from jetvit_mm.models.checkpoints.io import check_saved_arch, check_saved_mixing, saved_backbone_arch, torch_load
+from jetvit_mm.models.arch import SPEC_KEY, check_spec
+from jetvit_mm.models.checkpoints import register_fallback_loader, register_jetvit_reader, strip_prefix
+from jetvit_mm.models.checkpoints.io import torch_load
 
 from .config_text import neutralise_config_text
+from .runner_checkpoint import runner_jetvit_part, saved_spec
 
 __all__ = ['check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'runner_safe_globals']
 
@@ -85,9 +88,14 @@ def _without_config_code(loader: Callable) -> Callable:
     return load
 
 
+def _load_runner_checkpoint(path: str) -> Any:
+    return load_local_checkpoint(path, map_location='cpu')
+
+
 def enable_runner_checkpoint_loading() -> None:
     """Make mmengine load local checkpoints through :func:`load_local_checkpoint`, and make every other scheme it
-    knows (http, ...) hand back checkpoints whose config text cannot run.
+    knows (http, ...) hand back checkpoints whose config text cannot run. Also teach the pure readers
+    (``JetViT(checkpoint=...)``) runner checkpoints: their allow-list and where their JetViT sits.
 
     Done when :mod:`jetvit_mm.mm` is imported (a config's ``custom_imports``); calling it again is harmless.
     """
@@ -95,6 +103,8 @@ def enable_runner_checkpoint_loading() -> None:
         if prefix:
             CheckpointLoader.register_scheme(prefixes=prefix, loader=_without_config_code(loader), force=True)
     CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
+    register_fallback_loader(_load_runner_checkpoint)
+    register_jetvit_reader(runner_jetvit_part)
 
 
 def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> None:
@@ -102,9 +112,9 @@ def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> 
 
     mmengine's ``load_from`` loads non-strictly and only warns, so a missing head, a backbone of another patch size,
     a hybrid of another arch (W and F layers have the same parameters) or one trained with another W window or L
-    option (no parameters at all) would be scored silently. Keys the
-    checkpoint has beyond the model (a distiller's ``teacher.*``) are allowed; so are the L mixers' conv parameters,
-    which a teacher checkpoint lacks (they stay as initialised, as when ``JetViT`` loads a teacher).
+    option (no parameters at all) would be scored silently. Keys the checkpoint has beyond the model (a distiller's
+    ``teacher.*``) are allowed; so are the L mixers' conv parameters when the checkpoint is a teacher's (they stay
+    as initialised, as when ``JetViT`` loads a teacher), and the arch spec of a checkpoint written before specs.
     """
     from mmengine.model import is_model_wrapper
 
@@ -115,18 +125,19 @@ def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> 
     state = raw.get('state_dict', raw) if isinstance(raw, dict) else None
     if not isinstance(state, dict):
         raise ValueError(f'{filename} does not hold a state dict')
-    state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in state.items()}
+    if state and all(k.startswith('module.') for k in state):
+        state = strip_prefix(state, 'module.')
     backbone = getattr(model, 'backbone', None)
-    optional = set()
+    optional = {k for k in model.state_dict() if k.endswith(SPEC_KEY)}
     if isinstance(backbone, JetViT):
-        meta = saved_backbone_arch(state, raw.get('meta') or {})
-        check_saved_arch(meta, backbone.arch, filename, what='model')
-        check_saved_mixing(meta, backbone.build_args, filename, what='model')
-        optional = {f'backbone.{name}' for name in backbone.new_parameter_names()}
+        saved = saved_spec(state, raw.get('meta') or {}, 'backbone.', filename)
+        check_spec(saved, backbone.spec, filename, what='model')
+        if saved is None or saved.is_teacher:
+            optional |= {f'backbone.{name}' for name in backbone.new_parameter_names()}
     own = {k: v for k, v in model.state_dict().items() if not k.startswith('data_preprocessor.')}
     missing = sorted(k for k in own if k not in state and k not in optional)
     shapes = sorted(f'{k}: {tuple(state[k].shape)} vs {tuple(v.shape)}' for k, v in own.items()
-                    if k in state and tuple(state[k].shape) != tuple(v.shape))
+                    if k in state and not k.endswith(SPEC_KEY) and tuple(state[k].shape) != tuple(v.shape))
     if missing or shapes:
         raise ValueError(f'{filename} does not fit the model of {config_name}: '
                          + (f'{len(missing)} missing key(s) {missing[:8]}' if missing else '')

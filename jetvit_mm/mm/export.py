@@ -3,10 +3,13 @@ from pathlib import Path
 from typing import Dict, Optional
 
 import torch
+from mmengine.config import Config
 
+from jetvit_mm.models.arch import SPEC_KEY, SPEC_META_KEY, ArchSpec
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
+from .search_runner import build_downstream_model, load_downstream_heads, load_supernet
 
 
 def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_checkpoint: Optional[str] = None,
@@ -19,10 +22,11 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
       its backbone replaced: ``tools/test.py CONFIG this.pth --cfg-options model.backbone.arch=<arch>``.
     - ``finetune_<arch>.py`` (with ``distill_config``): distillation of the fixed hybrid from the teacher.
     """
-    meta = dict(jetvit_arch=arch, build_args={k: v for k, v in supernet.build_args.items() if v is not None})
+    build_args = {k: v for k, v in supernet.build_args.items() if v is not None}
     if distill_config is not None:
-        check_distill_teacher(Path(distill_config), meta['build_args']['model_name'])
-    state = supernet.subnet_state_dict(arch)  # checks the arch
+        check_distill_teacher(Path(distill_config), build_args['model_name'])
+    state = supernet.subnet_state_dict(arch)  # checks the arch; holds the subnet's spec
+    spec = ArchSpec.from_tensor(state[SPEC_KEY]).to_dict()
     full = None
     if head_checkpoint is not None:  # read every input before anything is written
         full = load_local_checkpoint(head_checkpoint, map_location='cpu')
@@ -30,17 +34,29 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {'backbone': out_dir / f'hybrid_{arch}.pth'}
-    torch.save(dict(state_dict=state, meta=meta), paths['backbone'])
+    torch.save(dict(state_dict=state, meta={SPEC_META_KEY: {'': spec}, 'build_args': build_args}), paths['backbone'])
     if full is not None:
         merged = {k: v for k, v in full.items() if not k.startswith('backbone.')}
         merged.update({f'backbone.{k}': v for k, v in state.items()})
         paths['with_head'] = out_dir / f'hybrid_{arch}_with_head.pth'
-        torch.save(dict(state_dict=merged, meta=meta), paths['with_head'])
+        torch.save(dict(state_dict=merged, meta={SPEC_META_KEY: {'backbone': spec}, 'build_args': build_args}),
+                   paths['with_head'])
     if distill_config is not None:
         paths['finetune_config'] = out_dir / f'finetune_{arch}.py'
         paths['finetune_config'].write_text(finetune_config(arch, Path(distill_config).resolve(), paths['backbone'],
-                                                            meta['build_args']))
+                                                            build_args))
     return paths
+
+
+def export_from_checkpoint(cfg: Config, checkpoint: str, arch: str, out_dir: Path,
+                           head_checkpoint: Optional[str] = None, distill_config: Optional[str] = None
+                           ) -> Dict[str, Path]:
+    """:func:`export_hybrid` of the supernet in a distillation ``checkpoint``, built with ``cfg``'s backbone (a
+    downstream config, as the search uses); ``head_checkpoint`` must fit ``cfg``'s model, as the search requires."""
+    supernet, _ = load_supernet(checkpoint, cfg)
+    if head_checkpoint is not None:
+        load_downstream_heads(build_downstream_model(cfg), head_checkpoint, Path(cfg.filename).name)
+    return export_hybrid(supernet, arch, out_dir, head_checkpoint, distill_config)
 
 
 def check_distill_teacher(distill_config: Path, model_name: str) -> None:

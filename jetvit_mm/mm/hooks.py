@@ -1,4 +1,4 @@
-"""Runner hooks: single-path supernet sampling."""
+"""Runner hooks: single-path supernet sampling, and the arch spec in every saved checkpoint's meta."""
 import json
 import os.path as osp
 from typing import Optional
@@ -7,6 +7,8 @@ from mmengine.dist import broadcast_object_list, is_distributed
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
+from jetvit_mm.models.arch import SPEC_META_KEY
+from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
 from jetvit_mm.search import SupernetSampler
 
@@ -64,3 +66,19 @@ class SupernetSamplerHook(Hook):
             path = osp.join(runner.work_dir, f'supernet_paths.rank{runner.rank}.jsonl')
             with open(path, 'a') as f:
                 f.write(json.dumps(dict(iter=runner.iter, rank=runner.rank, arch=arch)) + '\n')
+
+
+@HOOKS.register_module()
+class ArchSpecHook(Hook):
+    """Write the arch spec of every JetViT in the model into each saved checkpoint's meta: ``meta['jetvit_specs']``
+    maps the module's name (``'student'``, ``'teacher'``, ``'backbone'``) to its spec, readable without loading the
+    weights (the state dict holds the same spec, which is what loading checks). ``tools/train.py`` adds it to every
+    run."""
+
+    priority = 'VERY_LOW'
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        specs = {name: module.spec.to_dict() for name, module in model.named_modules() if isinstance(module, JetViT)}
+        if specs:
+            checkpoint.setdefault('meta', {})[SPEC_META_KEY] = specs

@@ -1,15 +1,19 @@
-"""What tools/train.py and tools/test.py share: config loading, launcher set-up, the runner."""
+"""What tools/train.py and tools/test.py wire together: config loading, launcher set-up, the runner, evaluation of a
+checkpoint."""
 import argparse
+import json
 import os
 import os.path as osp
 from typing import Optional
 
 import torch
 from mmengine.config import Config, DictAction
+from mmengine.dist import is_main_process
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner, find_latest_checkpoint
 
-from .checkpoint import enable_runner_checkpoint_loading, load_local_checkpoint
+from .checkpoint import check_checkpoint_fits, enable_runner_checkpoint_loading, load_local_checkpoint
+from .hooks import ArchSpecHook
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
@@ -55,16 +59,18 @@ def _init_cpu_process_group(launcher: str) -> None:
 
 
 def build_runner(cfg: Config) -> Runner:
-    """Build the runner, with CPU-only distributed training and runner checkpoints handled."""
+    """Build the runner, with CPU-only distributed training and runner checkpoints handled, and the arch spec
+    written into every checkpoint's meta (:class:`~jetvit_mm.mm.hooks.ArchSpecHook`)."""
     enable_runner_checkpoint_loading()
     if cfg.launcher != 'none' and not torch.cuda.is_available():
         _init_cpu_process_group(cfg.launcher)
         wrapper = dict(cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel'))
         wrapper['device_ids'] = None  # CPU: DDP must not be given device ids
         cfg.model_wrapper_cfg = wrapper
-    if 'runner_type' in cfg:
-        return RUNNERS.build(cfg)
-    return Runner.from_cfg(cfg)
+    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
+    if not any(isinstance(hook, ArchSpecHook) for hook in runner.hooks):
+        runner.register_hook(ArchSpecHook())
+    return runner
 
 
 def set_resume(cfg: Config, resume: Optional[str]) -> None:
@@ -98,3 +104,22 @@ def enable_amp(cfg: Config) -> None:
         raise ValueError(f'--amp needs optim_wrapper.type OptimWrapper or AmpOptimWrapper, got {optim_wrapper}')
     cfg.optim_wrapper.type = 'AmpOptimWrapper'
     cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+
+
+def test_checkpoint(cfg: Config, checkpoint: str, config_name: str) -> dict:
+    """Evaluate ``checkpoint`` with the runner and ``cfg``'s test evaluator, after refusing a checkpoint that does
+    not fit the model (:func:`~jetvit_mm.mm.checkpoint.check_checkpoint_fits`: mmengine's ``load_from`` would only
+    warn); returns the metrics."""
+    if not osp.isfile(checkpoint):
+        raise FileNotFoundError(f'checkpoint not found: {checkpoint}')
+    cfg.load_from = checkpoint
+    runner = build_runner(cfg)
+    check_checkpoint_fits(runner.model, checkpoint, config_name)
+    return runner.test()
+
+
+def write_metrics(metrics: dict, path: str) -> None:
+    """The metrics as JSON numbers (on the main process only)."""
+    if is_main_process():
+        with open(path, 'w') as f:
+            json.dump({k: float(v) if hasattr(v, '__float__') else v for k, v in metrics.items()}, f, indent=2)

@@ -15,13 +15,14 @@ from mmengine.runner import Runner
 from torch import nn
 
 from jetvit_mm.distill.losses import distill_loss
-from jetvit_mm.models.checkpoints.io import saved_model_cfg
+from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec
+from jetvit_mm.models.checkpoints import strip_prefix
 from jetvit_mm.models.jetvit import JetViT
-from jetvit_mm.models.mixers import mixing_differences
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
 from .registry import METRICS, MODELS
+from .runner_checkpoint import saved_model_config, saved_spec
 
 # Direction of the framework metrics the search can optimise (True: higher is better). This project's own
 # metric classes declare theirs in a ``higher_is_better`` dict, read by :func:`check_metric`.
@@ -83,26 +84,26 @@ def backbone_args(cfg: Config) -> dict:
     return {k: copy.deepcopy(backbone[k]) for k in BACKBONE_KEYS if backbone.get(k) is not None}
 
 
-def check_trained_mixing(trained: Optional[dict], args: dict, path: str) -> None:
+def check_trained_spec(trained: Optional[ArchSpec], built: ArchSpec, path: str) -> None:
     """The search builds its supernet from the evaluation config's backbone; refuse one whose window or L options
-    differ from the distillation run's (``trained``: its saved student config). Their weights would load (these
+    differ from the distillation run's (``trained``: the spec the checkpoint saved). Their weights would load (these
     options have no parameters of their own, or the same ones) and every score would be silently wrong."""
     if trained is None:
         return
-    differ = mixing_differences(trained, args)
+    differ = trained.option_differences(built)
     if differ:
         fix = ' '.join(f'model.backbone.{k}={a!r}' for k, (a, _) in differ.items())
         raise ValueError(f'{path} was distilled with ' + ', '.join(f'{k}={a!r}' for k, (a, _) in differ.items())
                          + ', but the config\'s backbone has ' + ', '.join(f'{k}={b!r}' for k, (_, b) in differ.items())
                          + f': pass --cfg-options {fix}')
+    check_spec(trained, built, path, what='supernet')
 
 
 def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
     """The trained supernet (``student.*``) and its teacher (``teacher.*``) from a distillation checkpoint."""
     raw = load_local_checkpoint(path, map_location='cpu')
     state = raw.get('state_dict', raw)
-    student = {k[len('student.'):]: v for k, v in state.items() if k.startswith('student.')}
-    teacher = {k[len('teacher.'):]: v for k, v in state.items() if k.startswith('teacher.')}
+    student, teacher = strip_prefix(state, 'student.'), strip_prefix(state, 'teacher.')
     space: Dict[int, str] = {}
     for key in student:
         m = re.match(r'blocks\.(\d+)\.attn\.candidates\.([A-Z])\.qkv\.weight$', key)
@@ -113,11 +114,14 @@ def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
                          f'and teacher.* weights (a tools/train.py checkpoint of a FeatureDistiller with a '
                          f'JetViTSupernet student)')
     args = backbone_args(cfg)
-    check_trained_mixing(saved_model_cfg(raw.get('meta') or {}, 'student'), args, path)
     search_space = [''.join(sorted(space[i], key='LWF'.index)) for i in range(len(space))]
     supernet = JetViTSupernet(search_space=search_space, **args)
+    check_trained_spec(saved_spec(state, raw.get('meta') or {}, 'student.', path), supernet.spec, path)
+    student[SPEC_KEY] = supernet.get_extra_state()  # checked above (a checkpoint written before specs has none)
     supernet.load_state_dict(student, strict=True)
     teacher_model = JetViT(**args)
+    check_spec(saved_spec(state, {}, 'teacher.', path), teacher_model.spec, path, what='teacher')
+    teacher[SPEC_KEY] = teacher_model.get_extra_state()
     teacher_model.load_state_dict(teacher, strict=True)
     return supernet.eval().requires_grad_(False), teacher_model.eval().requires_grad_(False)
 
@@ -129,7 +133,7 @@ def saved_distill_objective(path: str) -> dict:
     """``loss``, ``loss_cfg`` and ``distill_indices`` of the FeatureDistiller that wrote the checkpoint ``path``
     (from its saved config; FeatureDistiller's defaults for what it does not set), for ``--metric distill_loss``."""
     meta = load_local_checkpoint(path, map_location='cpu', mmap=True).get('meta') or {}
-    model = saved_model_cfg(meta) or {}
+    model = saved_model_config(meta) or {}
     return {k: model.get(k) if model.get(k) is not None else v for k, v in DEFAULT_DISTILL_OBJECTIVE.items()}
 
 

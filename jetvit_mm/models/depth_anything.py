@@ -15,14 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checkpoints import (
-    check_saved_arch,
-    check_saved_mixing,
-    depth_head_state,
-    read_checkpoint,
-    saved_backbone_arch,
-    to_jetvit_names,
-)
+from .arch import SPEC_KEY, SPEC_META_KEY, ArchSpec, check_spec, spec_from_state
+from .checkpoints import depth_head_state, jetvit_part, read_checkpoint, strip_prefix, to_jetvit_names
 from .heads.dpt import DPTHead, dpt_preset, head_state_from_checkpoint
 from .jetvit import JetViT
 
@@ -76,11 +70,18 @@ def split_depth_checkpoint(state: StateDict, source: str = 'checkpoint') -> Tupl
         backbone, fmt = to_jetvit_names(state)
         return backbone, depth_head_state(state), fmt
     if any(k.startswith('backbone.') for k in state):
-        backbone, fmt = to_jetvit_names({k[len('backbone.'):]: v for k, v in state.items()
-                                         if k.startswith('backbone.')})
+        backbone, fmt = to_jetvit_names(strip_prefix(state, 'backbone.'))
         return backbone, head_state_from_checkpoint(state, source), f'backbone + head ({fmt})'
     raise ValueError(f'{source} is not a depth checkpoint: expected pretrained.* + depth_head.* (DepthAnythingV2) '
                      f'or backbone.* + depth_head.*/decode_head.* keys')
+
+
+def saved_backbone_spec(state: StateDict, meta: dict, source: str) -> Optional[ArchSpec]:
+    """The spec the backbone of a depth checkpoint was saved with: its state dict's (``backbone.`` or, in an official
+    layout, none), else what the checkpoint's meta or a registered reader (an old runner checkpoint's saved config)
+    says; None for a teacher file."""
+    found = spec_from_state(state, 'backbone.', source)
+    return found if found is not None else jetvit_part(state, meta, source)[1]
 
 
 class JetViTDepthAnything(nn.Module):
@@ -134,11 +135,10 @@ class JetViTDepthAnything(nn.Module):
     def load_checkpoint(self, path: Union[str, Path]) -> str:
         """Strictly load backbone and head from ``path``; returns the detected format."""
         raw, meta = read_checkpoint(path)
-        meta = saved_backbone_arch(raw, meta)
-        check_saved_arch(meta, self.backbone.arch, path, what='hybrid')
-        check_saved_mixing(meta, self.backbone.build_args, path, what='hybrid')
+        saved = saved_backbone_spec(raw, meta, str(path))
+        check_spec(saved, self.backbone.spec, str(path), what='hybrid')
         backbone, head, fmt = split_depth_checkpoint(raw, str(path))
-        self.backbone.load_jetvit_state_dict(backbone, source=f'{path} ({fmt} format)')
+        self.backbone.load_jetvit_state_dict(backbone, source=f'{path} ({fmt} format)', saved=saved)
         self.depth_head.load_head_state_dict(head, source=f'{path} (depth head)')
         return fmt
 
@@ -163,11 +163,15 @@ def export_mmseg_checkpoint(src: Union[str, Path], dst: Union[str, Path]) -> Pat
     It is what ``tools/test.py CONFIG CHECKPOINT`` and ``tools/search.py --head-checkpoint`` read.
     """
     raw, meta = read_checkpoint(src)
-    meta = saved_backbone_arch(raw, meta)
+    saved = saved_backbone_spec(raw, meta, str(src))
     backbone, head, fmt = split_depth_checkpoint(raw, str(src))
+    if saved is not None:  # an old checkpoint's spec (read from its meta or saved config) goes with the weights
+        backbone[SPEC_KEY] = saved.to_tensor()
     state = {f'backbone.{k}': v for k, v in backbone.items()}
     state.update({f'decode_head.{k}': v for k, v in head.items()})
     out_meta = dict(meta, source=str(src), source_format=fmt)
+    if saved is not None:
+        out_meta[SPEC_META_KEY] = {'backbone': saved.to_dict()}
     dst = Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
     torch.save(dict(state_dict=state, meta=out_meta), dst)

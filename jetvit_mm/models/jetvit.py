@@ -8,14 +8,8 @@ import torch
 from timm.layers import LayerScale
 from torch import nn
 
-from .checkpoints import (
-    check_saved_arch,
-    check_saved_mixing,
-    check_state_keys,
-    read_checkpoint,
-    runner_backbone,
-    to_jetvit_names,
-)
+from .arch import SPEC_KEY, ArchSpec, check_spec
+from .checkpoints import check_state_keys, jetvit_part, read_checkpoint, to_jetvit_names
 from .mixers import build_mixer, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .variants import get_variant
@@ -234,28 +228,49 @@ class JetViT(nn.Module):
         return super().train(mode and not self.frozen)
 
     # ------------------------------------------------------------------ weights
+    @property
+    def spec(self) -> ArchSpec:
+        """What this model computes beyond its weights: model, arch, parameter-free mixer options."""
+        return ArchSpec.build(self.model_name, self.build_args, arch=self.arch)
+
+    def get_extra_state(self) -> torch.Tensor:
+        """The arch spec, saved in every state dict (key ``_extra_state``) so that every load can check it."""
+        return self.spec.to_tensor()
+
+    def set_extra_state(self, state: torch.Tensor) -> None:
+        """Called by ``load_state_dict`` (also mmengine's and mmseg's loaders): refuse weights of another spec."""
+        check_spec(ArchSpec.from_tensor(state, 'the loaded state dict'), self.spec, 'the loaded state dict')
+
     def load_checkpoint(self, path: Union[str, Path]) -> str:
         """Load teacher or JetViT weights from ``path`` strictly; returns the detected format.
 
-        ``path`` may also be a runner checkpoint of a fine-tuned distiller or a downstream model: its JetViT part is
-        taken (:func:`~jetvit_mm.models.checkpoints.runner_backbone`).
+        ``path`` may also be another program's checkpoint that holds one JetViT, e.g. a runner checkpoint of a
+        fine-tuned distiller or a downstream model once ``jetvit_mm.mm`` is imported
+        (:func:`~jetvit_mm.models.checkpoints.jetvit_part`).
         """
-        raw, meta = runner_backbone(*read_checkpoint(path), path)
-        check_saved_arch(meta, self.arch, path)
-        check_saved_mixing(meta, self.build_args, path)
+        raw, saved = jetvit_part(*read_checkpoint(path), str(path))
+        check_spec(saved, self.spec, str(path))
         state, fmt = to_jetvit_names(raw)
-        self.load_jetvit_state_dict(state, source=f'{path} ({fmt} format)')
+        self.load_jetvit_state_dict(state, source=f'{path} ({fmt} format)', saved=saved)
         return fmt
 
-    def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict') -> None:
-        """Strict load of JetViT-named weights; the L mixers' new parameters may be absent (kept as initialised)."""
+    def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
+                               saved: Optional[ArchSpec] = None) -> None:
+        """Strict load of JetViT-named weights, checked against the spec they were saved with (the state's own, else
+        ``saved``). A teacher's weights (no spec, or all F) may lack the L mixers' new parameters (kept as
+        initialised); a hybrid's may not."""
         own = self.state_dict()
         state = dict(state)
+        if SPEC_KEY in state:
+            saved = ArchSpec.from_tensor(state.pop(SPEC_KEY), source)
+        check_spec(saved, self.spec, source)
         if not self.qkv_bias:  # timm's DINOv3 S/B/L have no qkv bias; checkpoints may carry all-zero ones
             self._drop_zero_qkv_biases(state, source)
         if self.rope is not None and self.rope_periods == 'computed':
             state.pop('rope.periods', None)
-        optional = self.new_parameter_names() + ['rope.periods']  # timm / Hugging Face files: computed periods
+        optional = ['rope.periods', SPEC_KEY]  # timm / Hugging Face files: computed periods; files without a spec
+        if saved is None or saved.is_teacher:
+            optional += self.new_parameter_names()
         check_state_keys(own, state, f'JetViT({self.model_name}, embed_dim={self.embed_dim}, depth={self.depth}, '
                          f'num_heads={self.num_heads})', source, optional=optional)
         self.load_state_dict(state, strict=False)

@@ -4,6 +4,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
+from .arch import SPEC_KEY, ArchSpec
 from .jetvit import JetViT
 from .mixers import MIXERS, build_mixer, validate_arch
 
@@ -88,6 +89,11 @@ class JetViTSupernet(JetViT):
                 block.mlp.requires_grad_(False)
         self.set_arch(arch if arch is not None else ''.join(options[0] for options in self.search_space))
 
+    @property
+    def spec(self) -> ArchSpec:
+        """A supernet holds no single arch: its spec names the candidates of each layer."""
+        return ArchSpec.build(self.model_name, self.build_args, search_space=self.search_space)
+
     def set_arch(self, arch: str) -> None:
         """Activate one candidate per layer; ValueError naming the layer and its candidates otherwise."""
         validate_arch(arch, self.depth)
@@ -108,7 +114,8 @@ class JetViTSupernet(JetViT):
                         if layer.bias is not None:
                             nn.init.zeros_(layer.bias)
 
-    def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict') -> None:
+    def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
+                               saved: Optional[ArchSpec] = None) -> None:
         """Load plain JetViT / teacher weights: each layer's attention weights go to every candidate."""
         state = dict(state)
         if not self.qkv_bias:
@@ -122,7 +129,7 @@ class JetViTSupernet(JetViT):
                     expanded['.'.join(parts[:3] + ['candidates', letter] + parts[3:])] = value
             else:
                 expanded[key] = value  # (a layer this model lacks is reported as unexpected)
-        super().load_jetvit_state_dict(expanded, source)
+        super().load_jetvit_state_dict(expanded, source, saved)
 
     def subnet_state_dict(self, arch: str) -> Dict[str, torch.Tensor]:
         """Weights of the plain JetViT for ``arch``: shared weights plus the chosen candidates'."""
@@ -135,6 +142,7 @@ class JetViTSupernet(JetViT):
                     continue
                 key = '.'.join(parts[:3] + parts[5:])
             out[key] = value
+        out[SPEC_KEY] = ArchSpec.build(self.model_name, self.build_args, arch=arch).to_tensor()  # the subnet's
         return out
 
     def extract_subnet(self, arch: str) -> JetViT:

@@ -20,7 +20,7 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 from PIL import Image, ImageDraw
 
-from jetvit_mm.datasets.depth_formats import depth_to_cityscapes_disparity, write_sintel_dpt
+from jetvit_mm.depth.formats import depth_to_cityscapes_disparity, write_sintel_dpt
 
 PathLike = Union[str, Path]
 Size = Tuple[int, int]  # (height, width)

@@ -10,10 +10,11 @@ examples = dict(
     SimpleFeaturePyramid=dict(type='SimpleFeaturePyramid', in_channels=32, out_channels=16),
     LinearProbeHead=dict(type='LinearProbeHead', in_channels=16, num_classes=5),
     SupernetSamplerHook=dict(type='SupernetSamplerHook', mode='budgeted', max_full=1),
+    ArchSpecHook=dict(type='ArchSpecHook'),
     LayerDecayOptimWrapperConstructor=dict(
         type='LayerDecayOptimWrapperConstructor', paramwise_cfg=dict(layer_decay_rate=0.7),
         optim_wrapper_cfg=dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.1))),
-    # depth (jetvit_mm/mm/depth.py)
+    # depth (jetvit_mm/mm/depth/)
     DPTDepthHead=dict(type='DPTDepthHead', in_channels=32, features=16, out_channels=[8, 16, 32, 32]),
     JetViTDepthAnything=dict(type='JetViTDepthAnything', model_name='dinov2_vits14', embed_dim=32, depth=4,
                              num_heads=2, out_indices=(0, 1, 2, 3), features=16, out_channels=[8, 16, 32, 32]),

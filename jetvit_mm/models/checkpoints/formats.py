@@ -12,10 +12,9 @@ import torch
 StateDict = Dict[str, torch.Tensor]
 
 
-def _split_prefix(state: StateDict, prefix: str) -> Tuple[StateDict, StateDict]:
-    inside = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
-    outside = {k: v for k, v in state.items() if not k.startswith(prefix)}
-    return inside, outside
+def strip_prefix(state: StateDict, prefix: str) -> StateDict:
+    """The entries of ``state`` under ``prefix`` (``'backbone.'``, ``'module.'``, ...), with the prefix removed."""
+    return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
 
 
 def convert_dinov3_official(state: StateDict) -> StateDict:
@@ -147,8 +146,7 @@ def convert_hf_dinov2(state: StateDict) -> StateDict:
 
 def convert_depth_anything_v2(state: StateDict) -> StateDict:
     """DepthAnything/Depth-Anything-V2 ``.pth``: DINOv2 backbone under ``pretrained.`` (head left out)."""
-    backbone, _ = _split_prefix(state, 'pretrained.')
-    return convert_vit(backbone)
+    return convert_vit(strip_prefix(state, 'pretrained.'))
 
 
 def convert_vit(state: StateDict) -> StateDict:
@@ -193,7 +191,7 @@ def to_jetvit_names(state: StateDict) -> Tuple[StateDict, str]:
 
 def depth_head_state(state: StateDict) -> StateDict:
     """The ``depth_head.`` part of a DepthAnythingV2 checkpoint, prefix removed."""
-    head, _ = _split_prefix(state, 'depth_head.')
+    head = strip_prefix(state, 'depth_head.')
     if not head:
         raise ValueError('checkpoint has no depth_head.* keys (not a DepthAnythingV2 checkpoint)')
     return head

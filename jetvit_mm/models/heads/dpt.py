@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checkpoints import check_state_keys, depth_head_state, read_checkpoint
+from ..checkpoints import check_state_keys, depth_head_state, read_checkpoint, strip_prefix
 
 __all__ = ['DPT_PRESETS', 'DPTHead', 'DPTPreset', 'FeatureFusionBlock', 'ResidualConvUnit', 'dpt_preset',
            'head_state_from_checkpoint']
@@ -175,7 +175,7 @@ def head_state_from_checkpoint(state: Dict[str, torch.Tensor], source: Union[str
     if any(k.startswith('depth_head.') for k in state):
         head = depth_head_state(state)
     elif any(k.startswith('decode_head.') for k in state):
-        head = {k[len('decode_head.'):]: v for k, v in state.items() if k.startswith('decode_head.')}
+        head = strip_prefix(state, 'decode_head.')
     elif any(k.startswith('scratch.') for k in state):
         head = dict(state)
     else:

@@ -1,7 +1,7 @@
-"""Readers (and, for the generators, writers) of the ground-truth depth formats of the zero-shot depth benchmarks
-the JetViT paper reports on (its Table 4): DIODE, MPI Sintel and Cityscapes. numpy + PIL only.
+"""Readers (and, for the generators, writers) of the ground-truth files of the depth benchmarks: the zero-shot sets
+of the JetViT paper's Table 4 (DIODE, MPI Sintel, Cityscapes) and DA-2K's pair annotations. numpy + PIL only.
 
-Every reader returns float32 depth in the dataset's unit with 0 where there is no ground truth, which is what
+Every depth reader returns float32 depth in the dataset's unit with 0 where there is no ground truth, which is what
 mmseg's depth pipeline and :class:`~jetvit_mm.mm.depth.AffineInvariantDepthMetric` expect.
 
 - DIODE: ``<name>_depth.npy`` (float32 metres, ``H x W x 1``) and ``<name>_depth_mask.npy`` (``H x W``, 1 where the
@@ -9,6 +9,8 @@ mmseg's depth pipeline and :class:`~jetvit_mm.mm.depth.AffineInvariantDepthMetri
 - MPI Sintel: ``.dpt`` files of the Sintel depth release: a float32 tag 202021.25 (the bytes ``PIEH``, as in
   Sintel's ``.flo`` flow files), int32 width, int32 height, then ``height x width`` float32 depths, row-major,
   little-endian.
+- DA-2K: ``annotations.json`` maps image paths to lists of ``{"point1": [h, w], "point2": [h, w],
+  "closer_point": "point1" | "point2"}``.
 - Cityscapes: ``<stem>_disparity.png`` (uint16; ``p > 0`` is the disparity ``(p - 1) / 256`` pixels, ``p = 0`` is no
   measurement) and ``<stem>_camera.json`` (``extrinsic.baseline`` in metres, ``intrinsic.fx`` in pixels); depth is
   ``baseline * fx / disparity``. A disparity of 0 (``p = 1``) is infinitely far and counts as no ground truth.
@@ -16,11 +18,17 @@ mmseg's depth pipeline and :class:`~jetvit_mm.mm.depth.AffineInvariantDepthMetri
 from __future__ import annotations
 
 import json
+import math
+import os.path as osp
 from pathlib import Path
-from typing import Tuple, Union
+from typing import Dict, List, Tuple, Union
 
 import numpy as np
 from PIL import Image
+
+__all__ = ['CITYSCAPES_DISPARITY_SCALE', 'SINTEL_TAG', 'check_da2k_pair', 'cityscapes_disparity_to_depth',
+           'depth_to_cityscapes_disparity', 'image_size', 'read_cityscapes_camera', 'read_cityscapes_depth',
+           'read_da2k_annotations', 'read_diode_depth', 'read_sintel_dpt', 'write_sintel_dpt']
 
 PathLike = Union[str, Path]
 
@@ -118,3 +126,54 @@ def depth_to_cityscapes_disparity(depth: np.ndarray, baseline: float, fx: float)
     raw[valid] = np.clip(np.round(baseline * fx / depth[valid] * CITYSCAPES_DISPARITY_SCALE) + 1, 2,
                          np.iinfo(np.uint16).max)
     return raw
+
+
+# ---------------------------------------------------------------------------------------------- DA-2K
+def image_size(path: PathLike) -> Tuple[int, int]:
+    """``(height, width)`` as an image pipeline sees the image: OpenCV's loader applies the EXIF orientation."""
+    with Image.open(path) as image:
+        width, height = image.size
+        if image.getexif().get(0x0112, 1) in (5, 6, 7, 8):  # rotated by 90 degrees: width and height swap
+            width, height = height, width
+    return height, width
+
+
+def check_da2k_pair(pair: dict, size: Tuple[int, int], where: str) -> dict:
+    """One DA-2K pair checked against its image size: ``{'point1': [row, col], 'point2': ..., 'closer_point'}``
+    (fractional coordinates floored); a ValueError names ``where``, the pair and the point otherwise."""
+    missing = [k for k in ('point1', 'point2', 'closer_point') if k not in pair]
+    if missing:
+        raise ValueError(f'{where}: missing {missing} (keys: {sorted(pair)})')
+    if pair['closer_point'] not in ('point1', 'point2'):
+        raise ValueError(f'{where}: closer_point must be "point1" or "point2", got {pair["closer_point"]!r}')
+    out = dict(closer_point=pair['closer_point'])
+    for name in ('point1', 'point2'):
+        point = pair[name]
+        if not (isinstance(point, (list, tuple)) and len(point) == 2):
+            raise ValueError(f'{where}: {name} must be [h, w], got {point!r}')
+        row, col = (int(math.floor(v)) for v in point)
+        if not (0 <= row < size[0] and 0 <= col < size[1]):
+            raise ValueError(f'{where}: {name} {list(point)} is outside the image ({size[0]}x{size[1]}, '
+                             f'points are [h, w])')
+        out[name] = [row, col]
+    return out
+
+
+def read_da2k_annotations(ann_file: PathLike, img_root: PathLike) -> List[Dict]:
+    """``[{'img_path', 'da2k_pairs'}]`` of DA-2K's ``annotations.json``; every image must exist under ``img_root``
+    and every point lie inside its image."""
+    if not osp.isfile(ann_file):
+        raise FileNotFoundError(f'DA-2K annotations not found: {ann_file}')
+    with open(ann_file) as f:
+        annotations = json.load(f)
+    if not isinstance(annotations, dict):
+        raise ValueError(f'{ann_file}: expected an object mapping image paths to lists of pairs')
+    samples = []
+    for rel, pairs in annotations.items():
+        path = osp.join(img_root, rel)
+        if not osp.isfile(path):
+            raise FileNotFoundError(f'{ann_file}: image {rel!r} not found at {path}')
+        size = image_size(path)
+        checked = [check_da2k_pair(pair, size, f'{ann_file}: image {rel!r}: pair {i}') for i, pair in enumerate(pairs)]
+        samples.append(dict(img_path=path, da2k_pairs=checked))
+    return samples

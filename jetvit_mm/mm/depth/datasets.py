@@ -1,12 +1,6 @@
-"""The zero-shot relative-depth benchmarks of the JetViT paper's Table 4 at their original resolution: DIODE, MPI
-Sintel and Cityscapes, read from their official releases without conversion.
-
-Registered types:
-
-- ``DIODEDepthDataset``, ``SintelDepthDataset``, ``CityscapesDepthDataset`` (DATASETS): one sample per image, with
-  its ground-truth files and ``depth_format``.
-- ``LoadZeroShotDepth`` (TRANSFORMS): reads the ground truth of any of them into ``gt_depth_map`` (float32 metres,
-  0 = no ground truth), as mmseg's ``LoadDepthAnnotation`` does for NYU.
+"""Depth datasets registered for mmengine: DA-2K's pairs and the zero-shot relative-depth benchmarks of the JetViT
+paper's Table 4 at their original resolution (DIODE, MPI Sintel, Cityscapes), read from their official releases
+without conversion; ``LoadZeroShotDepth`` reads their ground truth.
 
 Layouts (``data_root`` is the folder holding them; each dataset's ``data_prefix`` gives the sub-folders):
 
@@ -21,16 +15,36 @@ Layouts (``data_root`` is the folder holding them; each dataset's ``data_prefix`
 import glob
 import os
 import os.path as osp
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
-from mmcv.transforms import BaseTransform
 from mmengine.dataset import BaseDataset
 
-from jetvit_mm.datasets.depth_formats import read_cityscapes_depth, read_diode_depth, read_sintel_dpt
+from jetvit_mm.depth.formats import read_da2k_annotations
 
-from .registry import DATASETS, TRANSFORMS
+from ..registry import DATASETS
 
-__all__ = ['CityscapesDepthDataset', 'DIODEDepthDataset', 'LoadZeroShotDepth', 'SintelDepthDataset']
+__all__ = ['CityscapesDepthDataset', 'DA2KDataset', 'DIODEDepthDataset', 'SintelDepthDataset']
+
+
+@DATASETS.register_module()
+class DA2KDataset(BaseDataset):
+    """DA-2K: ``annotations.json`` maps image paths (relative to ``data_root``) to lists of
+    ``{"point1": [h, w], "point2": [h, w], "closer_point": "point1" | "point2"}``.
+
+    Each sample carries ``da2k_pairs`` (add it to ``PackSegInputs``' ``meta_keys``) for ``DA2KMetric``.
+    At load time every image must exist and every point must lie inside its image (integer pixel ``[row, col]``;
+    fractional coordinates are floored); otherwise a ValueError names the file, the pair and the point
+    (:func:`~jetvit_mm.depth.formats.read_da2k_annotations`).
+    """
+
+    METAINFO = dict(name='DA-2K')
+
+    def __init__(self, ann_file: str = 'annotations.json', **kwargs) -> None:
+        super().__init__(ann_file=ann_file, **kwargs)
+
+    def load_data_list(self) -> List[dict]:
+        img_root = self.data_prefix.get('img_path', '') or self.data_root
+        return [dict(sample, seg_fields=[]) for sample in read_da2k_annotations(self.ann_file, img_root)]
 
 
 def _existing_dir(path: str, what: str, layout: str) -> str:
@@ -152,30 +166,3 @@ class CityscapesDepthDataset(BaseDataset):
                 camera_path=_require(osp.join(self.data_prefix['camera_path'], city, f'{name}_camera.json'), image),
                 depth_format='cityscapes', seg_fields=[]))
         return _non_empty(data_list, img_root, '<city>/*_leftImg8bit.png')
-
-
-@TRANSFORMS.register_module()
-class LoadZeroShotDepth(BaseTransform):
-    """Load the ground truth of a :class:`DIODEDepthDataset`, :class:`SintelDepthDataset` or
-    :class:`CityscapesDepthDataset` sample (its ``depth_format``) into ``gt_depth_map``: float32, ``H x W``, in the
-    dataset's unit (metres; Sintel's own unit), 0 where there is no ground truth (DIODE's validity mask, Cityscapes'
-    missing or zero disparity). The map keeps the image's original size."""
-
-    READERS = dict(
-        diode=lambda r: read_diode_depth(r['depth_map_path'], r['depth_mask_path']),
-        sintel=lambda r: read_sintel_dpt(r['depth_map_path']),
-        cityscapes=lambda r: read_cityscapes_depth(r['depth_map_path'], r['camera_path']),
-    )
-
-    def transform(self, results: Dict) -> Dict:
-        depth_format = results.get('depth_format')
-        if depth_format not in self.READERS:
-            raise KeyError(f'{results.get("img_path")}: depth_format {depth_format!r} is not one LoadZeroShotDepth '
-                           f'reads ({", ".join(self.READERS)}); NYU-style PNG depth uses mmseg\'s LoadDepthAnnotation')
-        depth = self.READERS[depth_format](results)
-        if 'img' in results and results['img'].shape[:2] != depth.shape:
-            raise ValueError(f'{results["img_path"]}: image {results["img"].shape[:2]} and ground truth '
-                             f'{depth.shape} ({results["depth_map_path"]}) differ in size')
-        results['gt_depth_map'] = depth
-        results.setdefault('seg_fields', []).append('gt_depth_map')
-        return results

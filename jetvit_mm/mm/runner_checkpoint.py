@@ -1,0 +1,78 @@
+"""Where a JetViT sits inside an mmengine runner checkpoint, and which spec it was saved with.
+
+A distiller holds its JetViT under ``student.`` (next to ``teacher.``), a segmentor, depth estimator or detector
+under ``backbone.``. Its spec is in the state dict (``<prefix>_extra_state``), else in the meta the
+:class:`~jetvit_mm.mm.hooks.ArchSpecHook` writes, else (checkpoints written before specs existed) in the run's saved
+config text, read literal-only (:mod:`jetvit_mm.mm.config_text`), never run.
+"""
+import warnings
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+
+from jetvit_mm.models.arch import ArchSpec, spec_from_meta, spec_from_state
+from jetvit_mm.models.checkpoints import strip_prefix
+from jetvit_mm.models.supernet import parse_search_space, step2_search_space
+from jetvit_mm.models.variants import get_variant
+
+from .config_text import literal_assignments
+
+__all__ = ['RUNNER_PREFIXES', 'legacy_spec', 'runner_jetvit_part', 'saved_model_config', 'saved_spec']
+
+StateDict = Dict[str, torch.Tensor]
+RUNNER_PREFIXES = ('student.', 'backbone.')  # the model config key of each is the prefix without its dot
+
+
+def saved_model_config(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """``model`` of the config text mmengine's runner saves in a checkpoint's meta (literal-only), or None."""
+    text = meta.get('cfg')
+    if not isinstance(text, str):
+        return None
+    model = literal_assignments(text).get('model')
+    if not isinstance(model, dict):
+        warnings.warn('the checkpoint\'s saved config names no literal model: its arch is not checked', stacklevel=3)
+        return None
+    return model
+
+
+def legacy_spec(meta: Dict[str, Any], name: str) -> Optional[ArchSpec]:
+    """The spec of the JetViT ``name`` (``'student'``, ``'backbone'``) from a runner checkpoint's saved config, for
+    checkpoints written before specs existed; None when the config names no arch (a teacher)."""
+    model = saved_model_config(meta)
+    if model is None:
+        return None
+    cfg = model.get(name)
+    if not isinstance(cfg, dict) and name == 'backbone' and str(model.get('type', '')).endswith('JetViTDepthAnything'):
+        cfg = model  # its JetViT arguments sit at the top level
+    if not isinstance(cfg, dict):
+        return None
+    if str(cfg.get('type', '')).split('.')[-1] == 'JetViTSupernet':
+        space = cfg.get('search_space') or 'LW'
+        if cfg.get('step1_arch'):
+            space = step2_search_space(cfg['step1_arch'])
+        depth = cfg.get('depth') or get_variant(cfg.get('model_name', 'dinov3_vitb16')).depth
+        return ArchSpec.build(cfg.get('model_name'), cfg, search_space=parse_search_space(space, len(space)
+                              if not isinstance(space, str) else depth))
+    arch = cfg.get('arch')
+    return ArchSpec.build(cfg.get('model_name'), cfg, arch=arch) if isinstance(arch, str) else None
+
+
+def saved_spec(state: StateDict, meta: Dict[str, Any], prefix: str, source: str = 'checkpoint'
+               ) -> Optional[ArchSpec]:
+    """The spec of the JetViT under ``prefix`` (``'backbone.'``) of a runner checkpoint: its state dict's, its
+    meta's, or its saved config's."""
+    name = prefix.rstrip('.')
+    for found in (spec_from_state(state, prefix, source), spec_from_meta(meta, name, source)):
+        if found is not None:
+            return found
+    return legacy_spec(meta, name)
+
+
+def runner_jetvit_part(state: StateDict, meta: Dict[str, Any], path: str
+                       ) -> Optional[Tuple[StateDict, Optional[ArchSpec]]]:
+    """The JetViT of a runner checkpoint (prefix removed) and its spec; None if ``state`` is not one. Registered
+    with the pure checkpoint readers by :func:`~jetvit_mm.mm.checkpoint.enable_runner_checkpoint_loading`."""
+    for prefix in RUNNER_PREFIXES:
+        if any(k.startswith(prefix) for k in state):
+            return strip_prefix(state, prefix), saved_spec(state, meta, prefix, path)
+    return None

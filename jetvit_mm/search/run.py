@@ -1,0 +1,193 @@
+"""The resumable two-stage search of a supernet: one stage's beam search, its state file and its outputs.
+
+Pure: the arch scorer (the framework's evaluator behind ``score_arch`` / ``teacher_score``), the latency table and
+the state path are given. Every scored arch is written to the state file right away (atomically), so a killed
+search resumes without re-scoring anything; ``tools/search.py`` only wires a supernet and an evaluator to it.
+"""
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+
+from .beam import SearchResult, search_step1, search_step2
+from .latency import predict_latency
+from .report import layer_gains, pareto_front, plot_gains, plot_pareto
+from .state import read_json, write_json_atomic
+
+__all__ = ['ArchScorer', 'SearchSettings', 'StageOutcome', 'open_state', 'plot_stage', 'run_stage', 'start_arch']
+
+STATE_VERSION = 1
+
+
+class ArchScorer(Protocol):
+    """What the search asks of an evaluator: the score of one arch of the supernet, and the teacher's."""
+
+    def score_arch(self, arch: str) -> float: ...
+
+    def teacher_score(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """One stage's search: the metric (its direction) and the beam search's rules, in the metric's units."""
+
+    stage: int
+    metric: str
+    higher_is_better: bool
+    beam_width: int = 4
+    min_gain: float = 0.0  # Step 1: a stage that gains less ends the search, its moves not kept
+    tolerance: float = 0.0  # Step 2: stop at teacher score - tolerance
+    max_full: Optional[int] = None  # Step 2: at most this many F layers
+    latency_budget: Optional[float] = None  # ms: dearer archs are never scored
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.stage not in (1, 2):
+            raise ValueError(f'stage must be 1 or 2, got {self.stage}')
+        for name in ('min_gain', 'tolerance'):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f'{name} must be a finite number, got {getattr(self, name)}')
+        if self.max_full is not None and self.max_full < 0:
+            raise ValueError(f'max_full must be >= 0, got {self.max_full}')
+
+
+@dataclass
+class StageOutcome:
+    """What a stage found: the search result, the summary written to ``search.json``, and the plotted data."""
+
+    result: SearchResult
+    summary: Dict[str, Any]
+    points: Dict[str, Tuple[float, float]]  # arch -> (score, higher is better; predicted ms)
+    gains: List[List[float]]
+    teacher_point: Tuple[float, float]
+
+
+def open_state(state_path: Path, stage: int, identity: Dict[str, Any], resume: bool) -> Dict[str, Any]:
+    """The search state at ``state_path`` (a fresh one if there is none), checked before any work: a saved search
+    of this stage continues only with ``resume``, and only with the same inputs (``identity``)."""
+    state_path = Path(state_path)
+    state = read_json(state_path) if state_path.is_file() else None
+    if state is not None and not resume and str(stage) in state.get('stages', {}):
+        raise FileExistsError(f'{state_path} already holds a step {stage} search: pass --resume to continue it '
+                              f'or choose another --work-dir')
+    state = state or dict(version=STATE_VERSION, stages={})
+    saved = state['stages'].get(str(stage))
+    if saved is not None and any(saved.get(k, v) != v for k, v in identity.items()):
+        was = ' / '.join(str(saved.get(k, v)) for k, v in identity.items())
+        raise ValueError(f'{state_path} was written for {was} ({" / ".join(identity)}); use another --work-dir '
+                         f'for {" / ".join(str(v) for v in identity.values())}')
+    return state
+
+
+def start_arch(stage: int, search_space: Sequence[str], state: Dict[str, Any],
+               step1_arch: Optional[str] = None) -> str:
+    """Where a stage starts, checked against the supernet's ``search_space``: Step 1 from all L (an {L, W}
+    supernet), Step 2 from ``step1_arch`` or Step 1's best in the state (a {winner, F} supernet)."""
+    space = tuple(search_space)
+    if stage == 1:
+        if any(options != 'LW' for options in space):
+            raise ValueError(f'step 1 needs an {{L, W}} supernet; this one has {space}')
+        return 'L' * len(space)
+    start = step1_arch or state['stages'].get('1', {}).get('best_arch')
+    if start is None:
+        raise ValueError('step 2 needs --step1-arch or a finished step 1 in the work dir')
+    expected = tuple(letter if letter == 'F' else letter + 'F' for letter in start)
+    if space != expected:
+        raise ValueError(f'step 2 supernet space {space} does not match step 1 arch {start!r} (expected {expected})')
+    return start
+
+
+def _progress_line(stage: int, done: int, arch: str, value: float, best: float) -> str:
+    return f'[search step {stage}] {done:4d} archs | scored {arch} = {value:.4f} | best so far {best:.4f}'
+
+
+def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: Dict[str, Any], state_path: Path,
+              identity: Dict[str, Any], latency_table: Dict[str, float], latency_size: Optional[Sequence[int]] = None,
+              out_dir: Optional[Path] = None, progress: Optional[Callable[[str], None]] = print) -> StageOutcome:
+    """Run (or resume) one stage of the search from ``start`` and write its outputs.
+
+    ``state`` (from :func:`open_state`) is rewritten to ``state_path`` after every scored arch. Into ``out_dir``
+    (default: the state's folder) go ``search.json`` (every scored arch of every stage with score, predicted
+    latency, F/W/L counts and Pareto membership; the per-layer gains of Fig. 7) and ``best_arch_step<k>.txt``.
+    """
+    state_path = Path(state_path)
+    out_dir = Path(out_dir) if out_dir is not None else state_path.parent
+    higher, key = settings.higher_is_better, str(settings.stage)
+    depth = len(start)
+
+    def cost(arch: str) -> float:
+        return predict_latency(arch, latency_table)
+
+    if settings.latency_budget is not None and cost(start) > settings.latency_budget:
+        raise ValueError(f'latency budget {settings.latency_budget} ms is impossible: the cheapest start arch '
+                         f'{start!r} is predicted at {cost(start):.1f} ms (table: {latency_table})')
+    stage_state = state['stages'].get(key) or dict(identity, higher_is_better=higher, scores={}, history=[],
+                                                    latency_ms=dict(latency_table),
+                                                    latency_size=list(latency_size or []))
+    if settings.stage == 1:  # the thresholds in force (metric units), for the record
+        stage_state['min_gain'] = settings.min_gain
+    else:
+        stage_state['tolerance'] = settings.tolerance
+    state['stages'][key] = stage_state
+    if 'teacher_score' not in stage_state:  # per stage: each stage may score with its own metric and head
+        stage_state['teacher_score'] = float(scorer.teacher_score())
+    write_json_atomic(state_path, state)
+    teacher_value = stage_state['teacher_score']
+    sign = 1. if higher else -1.
+    memo = {arch: sign * v for arch, v in stage_state['scores'].items()}
+
+    def score(arch: str) -> float:  # the search maximises: lower-is-better metrics are negated
+        value = float(scorer.score_arch(arch))
+        stage_state['scores'][arch] = value
+        stage_state['history'].append([arch, value, time.time()])
+        write_json_atomic(state_path, state)
+        if progress is not None:
+            finite = [v for v in stage_state['scores'].values() if math.isfinite(v)]
+            best = (max(finite) if higher else min(finite)) if finite else math.nan
+            progress(_progress_line(settings.stage, len(stage_state['scores']), arch, value, best))
+        return sign * value
+
+    common = dict(beam_width=settings.beam_width, cost=cost, budget=settings.latency_budget, seed=settings.seed,
+                  scores=memo)
+    if settings.stage == 1:
+        result = search_step1(score, depth, min_gain=settings.min_gain, **common)
+    else:
+        result = search_step2(score, start, teacher_score=sign * teacher_value, tolerance=settings.tolerance,
+                              max_full=settings.max_full, **common)
+    stage_state.update(best_arch=result.best_arch, best_score=stage_state['scores'][result.best_arch],
+                       stop_reason=result.stop_reason, stages=[[s.best_arch for s in result.stages]])
+    points = {arch: (sign * v, cost(arch)) for arch, v in stage_state['scores'].items()}
+    gains = layer_gains(result.stages, {a: v for a, (v, _) in points.items()}, depth)
+    # Fig. 7's numbers: per search stage, the gain (positive = better) of each one-layer move; None: not scored
+    stage_state['layer_gains'] = [[None if math.isnan(g) else g for g in row] for row in gains]
+    write_json_atomic(state_path, state)
+    front = pareto_front(points)
+    records = [dict(arch=a, score=v, predicted_latency_ms=cost(a), L=a.count('L'), W=a.count('W'), F=a.count('F'),
+                    stage=int(k), pareto=(k == key and a in front))
+               for k, st in state['stages'].items() for a, v in st['scores'].items()]
+    summary = dict(metric=settings.metric, higher_is_better=higher, teacher_score=teacher_value,
+                   teacher_latency_ms=cost('F' * depth), latency_size=list(latency_size or []),
+                   best={k: dict(arch=st.get('best_arch'), score=st.get('best_score'),
+                                 stop_reason=st.get('stop_reason')) for k, st in state['stages'].items()},
+                   layer_gains={k: st.get('layer_gains') for k, st in state['stages'].items()},
+                   archs=records)
+    write_json_atomic(out_dir / 'search.json', summary)
+    (out_dir / f'best_arch_step{key}.txt').write_text(result.best_arch + '\n')
+    if progress is not None:
+        progress(f'step {key}: best {result.best_arch} {settings.metric}={stage_state["best_score"]:.4f} '
+                 f'(teacher {teacher_value:.4f}), predicted {cost(result.best_arch):.1f} ms vs teacher '
+                 f'{cost("F" * depth):.1f} ms; stop: {result.stop_reason}')
+    return StageOutcome(result, summary, points, gains, (sign * teacher_value, cost('F' * depth)))
+
+
+def plot_stage(outcome: StageOutcome, settings: SearchSettings, out_dir: Path) -> List[Path]:
+    """``pareto_step<k>.png`` (score vs predicted latency) and ``layer_gains_step<k>.png`` (Fig. 7) in ``out_dir``."""
+    out_dir = Path(out_dir)
+    key = settings.stage
+    pareto, gains = out_dir / f'pareto_step{key}.png', out_dir / f'layer_gains_step{key}.png'
+    plot_pareto(outcome.points, pareto, settings.metric + ('' if settings.higher_is_better else ' (negated)'),
+                teacher=outcome.teacher_point)
+    plot_gains(outcome.gains, gains, 'gain of turning each layer into F' if key == 2 else
+               'gain of turning each L layer into W')
+    return [pareto, gains]
