@@ -1,7 +1,7 @@
 # The two commands of the README: `make demo` (install + main job) and `make test` (install + tests).
 PY := .venv/bin/python
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test test-unit lint clean
 
 install:
 	bash scripts/install.sh
@@ -12,6 +12,9 @@ demo: install
 test: install
 	$(PY) -m pytest -q
 	$(PY) -m ruff check .
+
+test-unit:  # the in-process tests only (pytest -m unit; `make test` runs them and the integration runs)
+	$(PY) -m pytest -q -m unit
 
 lint:
 	$(PY) -m ruff check .

@@ -6,15 +6,39 @@ from typing import Dict, Optional
 
 import pytest
 
+from .markers import KINDS, mark_kinds
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """Every test is ``unit`` or ``integration`` (tests/markers.py): ``pytest -m unit`` runs the fast ones."""
+    mark_kinds(items)
+
+
+_SECONDS = {kind: [0, 0.] for kind in KINDS}  # tests run, seconds (setup + call + teardown) per kind
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for kind in KINDS:
+        if kind in report.keywords:
+            _SECONDS[kind][0] += report.when == 'call'
+            _SECONDS[kind][1] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """How long the unit and the integration tests took, each (the times of ``make test``'s two halves)."""
+    ran = {kind: (n, s) for kind, (n, s) in _SECONDS.items() if n}
+    if ran:
+        terminalreporter.write_line('; '.join(f'{kind}: {n} tests, {s:.0f} s' for kind, (n, s) in ran.items()))
 
 
 def run_tool(script: str, *args: str, cwd: Path = REPO, check: bool = True,
              env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
     """Run ``tools/<script>`` in a fresh interpreter, as a user would; return the finished process. ``env`` adds
     variables to the inherited environment."""
-    env = dict(os.environ, PYTHONUNBUFFERED='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'),
-               **(env or {}))
+    env = {**os.environ, 'PYTHONUNBUFFERED': '1', 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '2'),
+           **(env or {})}
     proc = subprocess.run([sys.executable, str(REPO / 'tools' / script), *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
     if check and proc.returncode != 0:
@@ -25,6 +49,6 @@ def run_tool(script: str, *args: str, cwd: Path = REPO, check: bool = True,
 
 @pytest.fixture(scope='session')
 def tiny_cityscapes(tmp_path_factory) -> Path:
-    from jetvit_mm.datasets import make_cityscapes
+    from jetvit_mm.testing import make_cityscapes
     return make_cityscapes(tmp_path_factory.mktemp('cityscapes'), splits={'train': 4, 'val': 2}, size=(64, 128),
                            seed=0)

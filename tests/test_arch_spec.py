@@ -12,7 +12,7 @@ from jetvit_mm.models.supernet import JetViTSupernet
 from .conftest import REPO
 
 TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2)
-PROBE = REPO / 'configs' / 'tiny' / 'seg_linear_probe_tiny_cityscapes.py'
+PROBE = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
 
 
 def test_spec_holds_model_arch_and_only_the_options_that_change_the_computation():

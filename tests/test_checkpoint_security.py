@@ -13,8 +13,8 @@ from jetvit_mm.mm.config_text import literal_assignments, literal_config_text
 
 from .conftest import REPO, run_tool
 
-PROBE = REPO / 'configs' / 'tiny' / 'seg_linear_probe_tiny_cityscapes.py'
-DISTILL = REPO / 'configs' / 'tiny' / 'distill_supernet_tiny_cityscapes.py'
+PROBE = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
+DISTILL = REPO / 'tests' / 'configs' / 'distill_supernet_tiny_cityscapes.py'
 EVIL_MODULE = 'jetvit_test_evil_module'
 
 

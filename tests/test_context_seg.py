@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jetvit_mm.datasets.context_seg import (
+from jetvit_mm.testing.context_seg import (
     BACKGROUND,
     CUE_COLORS,
     DISTRACTOR_COLORS,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jetvit_mm.datasets import (
+from jetvit_mm.testing import (
     ADE20K_NUM_CLASSES,
     CITYSCAPES_TRAIN_ID_TO_ID,
     COCO_CATEGORIES,
@@ -91,7 +91,7 @@ def test_unknown_split_raises(tmp_path):
 
 def test_import_is_cheap():
     code = (
-        'import sys, jetvit_mm.datasets; '
+        'import sys, jetvit_mm.testing; '
         "bad = [m for m in sys.modules if m.split('.')[0] in ('mmengine', 'mmseg', 'mmdet', 'mmcv', 'torch')]; "
         'assert not bad, bad'
     )
@@ -125,7 +125,7 @@ def test_cityscapes_layout_and_labels(tmp_path):
 
 
 def test_cityscapes_default_cities():
-    from jetvit_mm.datasets.generate import CITYSCAPES_DEFAULT_CITIES
+    from jetvit_mm.testing.datasets import CITYSCAPES_DEFAULT_CITIES
 
     assert CITYSCAPES_DEFAULT_CITIES['val'] == ('frankfurt', 'lindau')
 

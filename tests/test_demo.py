@@ -1,9 +1,9 @@
-"""tools/demo.py: its scheduler, checkpoint extraction, report and configs, and the whole pipeline at a tiny
-number of iterations (twice: the second run reuses the cached teacher and gives the same table).
+"""The demo (jetvit_mm/testing/demo, tools/demo.py): its scheduler, checkpoint extraction, latency table, report and
+configs, and the whole pipeline at a tiny number of iterations (twice: the second run reuses the cached teacher and
+gives the same table).
 
 The full-size demo (about 6 minutes on 2 idle CPU cores) is not part of the test suite: `make demo` runs it.
 """
-import importlib.util
 import json
 import threading
 import time
@@ -13,22 +13,21 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from .conftest import REPO, run_tool
+from jetvit_mm.testing.demo import DemoOptions, paths
+from jetvit_mm.testing.demo.checkpoints import extract_backbone, last_checkpoint
+from jetvit_mm.testing.demo.latency import measure_interleaved
+from jetvit_mm.testing.demo.pipeline import DEPTH
+from jetvit_mm.testing.demo.report import write_report
+from jetvit_mm.testing.demo.scheduler import Pipeline, Slots
+
+from .conftest import run_tool
 
 TINY_DEMO = ('--teacher-iters', '20', '--distill-iters', '8', '--finetune-iters', '4', '--probe-iters', '4',
              '--train-images', '16', '--val-images', '8', '--no-latency')
 
 
-@pytest.fixture(scope='module')
-def demo():
-    spec = importlib.util.spec_from_file_location('jetvit_demo', REPO / 'tools' / 'demo.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_slots_serve_lower_priority_numbers_first(demo):
-    slots = demo.Slots(1)
+def test_slots_serve_lower_priority_numbers_first():
+    slots = Slots(1)
     slots.acquire(0)  # taken: everyone below waits
     order, threads = [], []
     for name, priority in (('late', 2), ('critical', 0), ('middle', 1)):
@@ -45,8 +44,9 @@ def test_slots_serve_lower_priority_numbers_first(demo):
     assert order == ['critical', 'middle', 'late']
 
 
-def test_pipeline_reports_a_failing_tool(demo, tmp_path):
-    pipe = demo.Pipeline(tmp_path, jobs=1, threads=1, start=time.time(), quiet=True)
+@pytest.mark.integration  # Pipeline.tool starts the tool's process
+def test_pipeline_reports_a_failing_tool(tmp_path):
+    pipe = Pipeline(tmp_path, jobs=1, threads=1, start=time.time(), quiet=True)
     with pytest.raises(RuntimeError, match='export_x failed'):
         pipe.tool('export_x', 'export_hybrid.py', '--no-such-option')
     assert (tmp_path / 'export_x.log').is_file()
@@ -54,7 +54,7 @@ def test_pipeline_reports_a_failing_tool(demo, tmp_path):
         pipe.tool('after', 'export_hybrid.py', '--help')
 
 
-def test_extract_backbone_gives_a_loadable_jetvit(demo, tmp_path):
+def test_extract_backbone_gives_a_loadable_jetvit(tmp_path):
     from jetvit_mm.models import JetViT
 
     args = dict(model_name='dinov3_vits16', embed_dim=32, depth=2, num_heads=2, window_size=2)
@@ -64,8 +64,8 @@ def test_extract_backbone_gives_a_loadable_jetvit(demo, tmp_path):
     state.update({f'teacher.{k}': v for k, v in JetViT(**args).state_dict().items()})
     torch.save(dict(state_dict=state, meta=dict(iter=3)), runner_ckpt)
     (tmp_path / 'last_checkpoint').write_text(str(runner_ckpt))
-    assert demo.last_checkpoint(tmp_path) == runner_ckpt
-    out = demo.extract_backbone(runner_ckpt, 'student.', tmp_path / 'student.pth', 'LW')
+    assert last_checkpoint(tmp_path) == runner_ckpt
+    out = extract_backbone(runner_ckpt, 'student.', tmp_path / 'student.pth', 'LW')
     loaded = JetViT(arch='LW', checkpoint=out, **args)
     for key, value in student.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value)
@@ -75,21 +75,17 @@ def test_extract_backbone_gives_a_loadable_jetvit(demo, tmp_path):
     for key, value in student.state_dict().items():
         assert torch.equal(direct.state_dict()[key], value)
     with pytest.raises(ValueError, match='no backbone'):
-        demo.extract_backbone(runner_ckpt, 'backbone.', tmp_path / 'x.pth')
+        extract_backbone(runner_ckpt, 'backbone.', tmp_path / 'x.pth')
 
 
-def test_report_table(demo, tmp_path):
+def test_report_table(tmp_path):
     summary = dict(teacher_score=90.0, archs=[
         dict(arch='LL', score=80.0, stage=1), dict(arch='LW', score=85.0, stage=1),
         dict(arch='LW', score=84.0, stage=2), dict(arch='FW', score=89.0, stage=2)])
     archs = dict(teacher='FF', all_L='LL', step1='LW', **{'1F': 'FW'})
     miou = dict(teacher=88.0, all_L=70.0, step1=80.0, **{'1F': 87.5})
     table = dict(base=1.0, F=10.0, W=4.0, L=3.0)
-    demo.DEPTH, depth = 2, demo.DEPTH
-    try:
-        report = demo.write_report(tmp_path, tmp_path, summary, archs, miou, table)
-    finally:
-        demo.DEPTH = depth
+    report = write_report(tmp_path, tmp_path, summary, archs, miou, table)
     rows = {r['tag']: r for r in report['rows']}
     assert rows['teacher']['latency_ms'] == 21.0 and rows['teacher']['speedup'] == 1.0
     assert rows['all_L']['speedup'] == round(21 / 7, 2) and rows['all_L']['search_mIoU'] == 80.0
@@ -108,34 +104,49 @@ def _build(cfg: Config):
         return MODELS.build(cfg.model)
 
 
-def test_demo_configs_chain(demo, tmp_path):
+def test_demo_configs_chain(tmp_path):
     """Teacher, probe and distillation configs share one backbone; the export's fine-tune config of the demo's
     distillation config builds a fixed-arch student from the exported weights; the inheritance configs differ
     only in what the student inherits."""
     from jetvit_mm.mm.export import export_hybrid
     from jetvit_mm.models.supernet import JetViTSupernet
 
-    cfgs = {p.stem: Config.fromfile(p) for p in (demo.TEACHER_CFG, demo.PROBE_CFG, demo.DISTILL_CFG, demo.FIXED_CFG)}
+    configs = (paths.TEACHER_CFG, paths.PROBE_CFG, paths.DISTILL_CFG, paths.FIXED_CFG)
+    cfgs = {p.stem: Config.fromfile(p) for p in configs}
     backbone = cfgs['distill_supernet_context_seg'].backbone
-    assert backbone['depth'] == demo.DEPTH
+    assert backbone['depth'] == DEPTH
     for name in ('teacher_context_seg', 'probe_context_seg'):
         assert {k: cfgs[name].model.backbone[k] for k in backbone} == backbone
     assert cfgs['teacher_context_seg'].model.backbone.frozen is False
     assert cfgs['probe_context_seg'].model.backbone.frozen is True
-    arch = 'LW' * (demo.DEPTH // 2)
+    arch = 'LW' * (DEPTH // 2)
     supernet = JetViTSupernet(search_space='LW', **backbone)
-    paths = export_hybrid(supernet, arch, tmp_path, distill_config=str(demo.DISTILL_CFG))
-    finetune = Config.fromfile(paths['finetune_config'])
+    exported = export_hybrid(supernet, arch, tmp_path, distill_config=str(paths.DISTILL_CFG))
+    finetune = Config.fromfile(exported['finetune_config'])
     model = _build(finetune)
     assert type(model.student).__name__ == 'JetViT' and model.student.arch == arch
     assert finetune.custom_hooks == []
     for inherit in ('all', 'mlp'):
-        cfg = Config.fromfile(demo.FIXED_CFG)
+        cfg = Config.fromfile(paths.FIXED_CFG)
         cfg.model.student.inherit = inherit
         model = _build(cfg)
         teacher_q = model.teacher.blocks[0].attn.qkv.weight
         assert torch.equal(model.student.blocks[0].attn.qkv.weight, teacher_q) == (inherit == 'all')
         assert torch.equal(model.student.blocks[0].mlp.fc1.weight, model.teacher.blocks[0].mlp.fc1.weight)
+
+
+def test_demo_options_refuse_an_unknown_task():
+    with pytest.raises(ValueError, match="unknown task 'partners'; valid: partner, corner"):
+        DemoOptions(task='partners')
+    proc = run_tool('demo.py', '--jobs', '0', check=False)
+    assert proc.returncode == 2 and 'jobs and threads must be >= 1' in proc.stderr
+
+
+def test_latency_table_rounds_of_one_block_per_mixer():
+    """The demo's 1024x2048 table at toy size: the base and one block per mixer letter, median/min/max of rounds."""
+    rounds = measure_interleaved('dinov3_vits16', (32, 64), repeat=3, warmup=0)
+    assert list(rounds) == ['base', 'F', 'L', 'W']
+    assert all(r['min'] <= r['median'] <= r['max'] for r in rounds.values())
 
 
 def test_demo_runs_end_to_end_reuses_its_teacher_and_repeats_its_table(tmp_path):

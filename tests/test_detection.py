@@ -20,7 +20,7 @@ from jetvit_mm.models.supernet import JetViTSupernet
 
 from .conftest import REPO, run_tool
 
-TINY = REPO / 'configs/tiny/det_mask_rcnn_tiny_coco.py'
+TINY = REPO / 'tests/configs/det_mask_rcnn_tiny_coco.py'
 REAL = {'teacher': REPO / 'configs/det/mask_rcnn_jetvit_dinov3_base_coco.py',
         'hybrid': REPO / 'configs/det/mask_rcnn_jetvit_dinov3_base_hybrid_coco.py'}
 REAL_ARCH = {'teacher': 'F' * 12, 'hybrid': 'LLWLFWLLWLFL'}
@@ -60,7 +60,7 @@ def build_mmdet(cfg: Config) -> nn.Module:
 # ------------------------------------------------------------------ 1. tools/train.py + tools/test.py, COCO metrics
 @pytest.fixture(scope='module')
 def tiny_coco(tmp_path_factory) -> Path:
-    from jetvit_mm.datasets import make_coco
+    from jetvit_mm.testing import make_coco
 
     return make_coco(tmp_path_factory.mktemp('coco'), splits={'train2017': 2, 'val2017': 2}, size=(64, 96), seed=0)
 
@@ -125,7 +125,7 @@ def test_search_scores_archs_with_the_detectors_coco_metric(tiny_run, tiny_coco,
     mmdet's CocoMetric (a segmentation-only scorer could not load them)."""
     from .test_supernet import make_teacher_checkpoint
     teacher = make_teacher_checkpoint(tmp_path / 'teacher.pth')
-    run_tool('train.py', REPO / 'configs/tiny/distill_supernet_tiny_cityscapes.py', '--work-dir', tmp_path / 'step1',
+    run_tool('train.py', REPO / 'tests/configs/distill_supernet_tiny_cityscapes.py', '--work-dir', tmp_path / 'step1',
              '--cfg-options', f'train_dataloader.dataset.data_root={tiny_cityscapes}',
              f'model.teacher.checkpoint={teacher}', 'train_cfg.max_iters=2', 'default_hooks.checkpoint.interval=2')
     work = tmp_path / 'search'

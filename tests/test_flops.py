@@ -1,5 +1,5 @@
-"""FLOP counter (jetvit_mm/benchmark/flops.py) against hand-computed values, and the `models` benchmark at toy size."""
-import importlib.util
+"""FLOP counter (jetvit_mm/benchmark/flops.py) against hand-computed values, the peak-memory probe and the CPU
+benchmarks' allocator policy (the benchmarks themselves: test_benchmark.py)."""
 import json
 import platform
 import statistics
@@ -106,119 +106,6 @@ def test_forward_memory_probe_in_process():
                              'threads': 1})
     assert result['peak_increase_bytes'] >= 0 and result['weights_bytes'] > 0
     assert result['method'] in ('VmHWM after clear_refs', 'ru_maxrss (upper bound)')
-
-
-def test_models_benchmark_at_toy_size(tmp_path, monkeypatch):
-    path = Path(__file__).resolve().parents[1] / 'tools' / 'benchmark.py'
-    spec = importlib.util.spec_from_file_location('jetvit_benchmark_tool_models', path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    rounds = []  # the names each round-robin timing interleaves
-    timed = tool.time_interleaved
-    monkeypatch.setattr(tool, 'time_interleaved', lambda calls, *a: rounds.append(list(calls)) or timed(calls, *a))
-    assert tool.resolve_arch('2F', 12) == 'LWLLWWLLWFLF' and tool.resolve_arch('all-W', 3) == 'WWW'
-    with pytest.raises(ValueError, match='shortcut'):
-        tool.resolve_arch('LXL', 3)
-    config = tmp_path / 'tiny.py'
-    config.write_text(f'model = dict(backbone=dict(type="JetViT", frozen=True, window_size=2, **{TINY!r}))\n')
-    out, png = tmp_path / 'models.json', tmp_path / 'scaling.png'
-    result = tool.main(['models', '--config', str(config), '--arch', 'all-L', '--arch', 'LWF', '--size', '32', '64',
-                        '--size', '64', '128', '--warmup', '0', '--repeat', '2', '--no-memory', '--json', str(out),
-                        '--plot', str(png), '--threads', '1', '--malloc', 'system'])
-    assert out.is_file() and png.is_file() and png.stat().st_size > 0
-    assert [e['label'] for e in result['entries']] == ['teacher', 'all-L', 'LWF']  # teacher added as reference
-    # one round-robin over every (size, arch): the growth between sizes is timed side by side too
-    assert rounds == [[f'{size} {label}' for size in ('32x64', '64x128') for label in ('teacher', 'all-L', 'LWF')]]
-    assert result['malloc'] == {'policy': 'system', 'applied': False, 'device': 'cpu'}
-    assert len(result['rows']) == 6
-    for row in result['rows']:
-        assert row['images_per_s'] > 0 and row['gflops'] > 0
-        assert row['speedup'] == pytest.approx(
-            next(r['median_ms'] for r in result['rows'] if r['size'] == row['size'] and r['label'] == 'teacher')
-            / row['median_ms'])
-    assert all(len(s) == 2 for per_size in result['samples_ms'].values() for s in per_size.values())
-
-
-def test_models_benchmark_linear_cfg_plot_and_cuda_graph_checks(tmp_path):
-    path = Path(__file__).resolve().parents[1] / 'tools' / 'benchmark.py'
-    spec = importlib.util.spec_from_file_location('jetvit_benchmark_tool_models_cfg', path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    assert tool.key_value('precision=mixed') == {'precision': 'mixed'}
-    assert tool.key_value('kernel_size=5') == {'kernel_size': 5}
-    assert tool.key_value('focusing=None') == {'focusing': None}
-    with pytest.raises(SystemExit):  # argparse: 'expected KEY=VALUE'
-        tool.parse_args(['models', '--linear-cfg', 'mixed'])
-    with pytest.raises(SystemExit, match='--cuda-graph needs --device cuda'):
-        tool.main(['models', '--cuda-graph', '--size', '32', '64'])
-    config = tmp_path / 'tiny.py'
-    config.write_text(f'model = dict(backbone=dict(type="JetViT", window_size=2, **{TINY!r}))\n')
-    out, png = tmp_path / 'models.json', tmp_path / 'scaling.png'
-    common = ['models', '--config', str(config), '--arch', 'LWF', '--size', '32', '64', '--warmup', '0', '--repeat',
-              '1', '--no-memory', '--threads', '1', '--malloc', 'system']
-    result = tool.main(common + ['--json', str(out), '--linear-cfg', 'precision=mixed', '--linear-cfg', 'conv=static'])
-    assert result['entries'][-1]['kwargs']['linear_cfg'] == {'precision': 'mixed', 'conv': 'static'}
-    tool.main(['plot', str(out), '--out', str(png)])
-    assert png.is_file() and png.stat().st_size > 0
-    with pytest.raises(ValueError, match="unknown precision 'half'"):
-        tool.main(common + ['--linear-cfg', 'precision=half'])
-
-
-def test_models_benchmark_of_the_depth_model_with_its_dpt_head(tmp_path):
-    """``--head dpt``: the whole JetViT-DepthAnything is timed (backbone + DPT head, the paper's Table 4 model), with
-    the config's head widths; the head's FLOPs equal torch's own count of its convolutions; the default sizes follow
-    the patch size (14 here); a model without a DPT preset is refused with the valid choices."""
-    from jetvit_mm.models.depth_anything import JetViTDepthAnything
-
-    path = Path(__file__).resolve().parents[1] / 'tools' / 'benchmark.py'
-    spec = importlib.util.spec_from_file_location('jetvit_benchmark_tool_models_dpt', path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    config = Path(__file__).resolve().parents[1] / 'configs' / 'tiny' / 'depth_eval_tiny_nyu.py'
-    common = ['models', '--config', str(config), '--arch', 'LWLF', '--warmup', '0', '--repeat', '1', '--threads', '1',
-              '--head', 'dpt']
-    # with the memory probes (fresh processes build the head too) and the per-block profile
-    result = tool.main(common + ['--size', '56', '70', '--profile'])
-    head = {'features': 16, 'out_channels': [8, 16, 32, 32]}  # the tiny config's decode_head
-    assert [(e['label'], e['head']) for e in result['entries']] == [('teacher', head), ('LWLF', head)]
-    kwargs = dict(result['entries'][1]['kwargs'])
-    torch.manual_seed(0)
-    model = JetViTDepthAnything(**kwargs, **head).eval()
-    for e in result['entries']:  # the memory probes built the whole depth model, head included
-        built = JetViTDepthAnything(**e['kwargs'], **e['head'])
-        weights = sum(t.numel() * t.element_size() for t in [*built.parameters(), *built.buffers()])
-        assert next(r for r in result['rows'] if r['label'] == e['label'])['memory']['weights_bytes'] == weights
-    assert len(result['profiles']['LWLF']['block_ms']) == 4 and set(result['profiles']['LWLF']
-                                                                    ['mean_block_ms_by_mixer']) == {'F', 'L', 'W'}
-    with torch.no_grad():
-        features = model.backbone.forward_intermediates(torch.zeros(1, 3, 56, 70), norm=True, output_fmt='NCHW')
-        with FlopCounterMode(display=False) as torch_count:
-            model.depth_head(features)
-    for row in result['rows']:
-        assert row['gflops_by_part']['head'] * 1e9 == pytest.approx(torch_count.get_total_flops(), rel=1e-9)
-        assert row['peak_increase_mib'] > 0 and row['images_per_s'] > 0
-    backbone_only = count_flops(model.backbone, (56, 70))
-    lwlf = next(r for r in result['rows'] if r['label'] == 'LWLF')
-    assert lwlf['gflops'] * 1e9 == pytest.approx(backbone_only['total'] + torch_count.get_total_flops(), rel=1e-9)
-    whole = count_flops(model, (56, 70))  # the backbone's parts keep their names under ``backbone.``
-    assert whole['by_part'] == dict(backbone_only['by_part'], head=torch_count.get_total_flops())
-    assert whole['layers'] == backbone_only['layers'] and [r['mixer'] for r in whole['layers']] == list('LWLF')
-    assert lwlf['gflops_by_part']['head'] > 0.5 * lwlf['gflops']  # at this width the head dominates
-
-    defaults = tool.main(common + ['--no-memory'])
-    assert sorted({r['size'] for r in defaults['rows']}) == ['448x896', '896x1792']  # 32 x 64 and 64 x 128 patches
-    with pytest.raises(ValueError, match=r"no DPT preset for 'dinov3_vits16'; valid: vits, vitb, vitl, vitg"):
-        tool.main(['models', '--model', 'dinov3_vits16', '--head', 'dpt', '--size', '32', '64', '--no-memory'])
-    # a config's own head widths need no preset (as DPTDepthHead); a preset alone gives its widths
-    config = tmp_path / 'dpt.py'
-    config.write_text("model = dict(backbone=dict(type='JetViT', model_name='dinov3_vits16'), "
-                      "decode_head=dict(type='DPTDepthHead', features=16, out_channels=[8, 16, 32, 32]))\n")
-    args = tool.parse_args(['models', '--config', str(config), '--head', 'dpt'])
-    assert tool.head_from_args(args, 'dinov3_vits16') == head
-    config.write_text("model = dict(backbone=dict(type='JetViT'), "
-                      "decode_head=dict(type='DPTDepthHead', preset='vitb'))\n")
-    args = tool.parse_args(['models', '--config', str(config), '--head', 'dpt'])
-    assert tool.head_from_args(args, 'dinov3_vits16') == {'features': 128, 'out_channels': [96, 192, 384, 768]}
 
 
 FAULTS_SCRIPT = '''

@@ -1,6 +1,4 @@
 """Token mixers: equivalence with the teacher / explicit quadratic references, init, robustness, lookup."""
-import importlib.util
-from pathlib import Path
 from typing import Optional, Tuple
 
 import pytest
@@ -351,7 +349,7 @@ def test_token_conv_equals_static_conv_at_init():
 
 @pytest.mark.parametrize('conv', ['squeeze', 'static', 'token'])
 def test_default_conv_does_not_disturb_the_inherited_block_at_step_0(conv):
-    """METHOD.md: new parts start neutral. The default zero kernel makes the L mixer exactly the conv-free one, and
+    """docs/method.md: new parts start neutral. The default zero kernel makes the L mixer exactly the conv-free one, and
     its gradient is non-zero, so the conv moves at the first step."""
     grid = (4, 6)
     torch.manual_seed(0)
@@ -492,37 +490,3 @@ def test_validate_arch():
         validate_arch('LXFl', 4)
     with pytest.raises(ValueError, match='non-empty'):
         validate_arch('', None)
-
-
-# ----------------------------------------------------------------------------- benchmark tool smoke test
-
-def test_benchmark_mixers_runs_at_tiny_size(tmp_path):
-    path = Path(__file__).resolve().parents[1] / 'tools' / 'benchmark.py'
-    spec = importlib.util.spec_from_file_location('jetvit_benchmark_tool', path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    out = tmp_path / 'mixers.json'
-    result = tool.main(['mixers', '--grid', '4', '6', '--dim', '32', '--heads', '2', '--window', '3',
-                        '--warmup', '0', '--repeat', '2', '--json', str(out), '--malloc', 'system'])
-    assert out.is_file()
-    assert set(result['stats']) >= {'F', 'W3', 'L-none', 'L-static', 'L-squeeze', 'L-token', 'block L-static',
-                                    'block L-squeeze', 'L-squeeze auto', 'block L-squeeze auto', 'W3 auto'}
-    assert all(len(samples) == 2 for samples in result['samples_ms'].values())
-    assert [t['target'].split(' <=')[0] for t in result['targets'][:2]] == ['L-squeeze auto', 'W3 auto']
-    assert len(result['targets']) == 5  # the fast paths' L/F and W/F, then the torch paths' three
-
-
-def test_benchmark_plain_mistakes_get_usage_errors(tmp_path, capsys):
-    path = Path(__file__).resolve().parents[1] / 'tools' / 'benchmark.py'
-    spec = importlib.util.spec_from_file_location('jetvit_benchmark_tool', path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    cases = [(['mixers', '--repeat', '0'], '--repeat: must be >= 1, got 0'),
-             (['models', '--config', str(tmp_path / 'nope.py')], 'config file not found'),
-             (['plot', str(tmp_path / 'nope.json'), '--out', str(tmp_path / 'x.png')], 'result file not found')]
-    if not torch.cuda.is_available():
-        cases.append((['mixers', '--device', 'cuda'], '--device cuda: no CUDA device is available here'))
-    for argv, message in cases:
-        with pytest.raises(SystemExit) as exit_info:
-            tool.parse_args(argv)
-        assert exit_info.value.code == 2 and message in capsys.readouterr().err, argv

@@ -19,8 +19,8 @@ from jetvit_mm.search.report import layer_gains, pareto_front
 from .conftest import REPO, run_tool
 from .test_supernet import make_teacher_checkpoint
 
-PROBE = REPO / 'configs' / 'tiny' / 'seg_linear_probe_tiny_cityscapes.py'
-DISTILL = REPO / 'configs' / 'tiny' / 'distill_supernet_tiny_cityscapes.py'
+PROBE = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
+DISTILL = REPO / 'tests' / 'configs' / 'distill_supernet_tiny_cityscapes.py'
 WEIGHTS = [0.5, 0.1, 0.3, 0.05, 0.0, 0.2]
 
 
@@ -278,10 +278,10 @@ def test_search_latency_size_is_the_preprocessed_input(pipeline, tmp_path):
     """ADE20K images are rarely multiples of the patch (512x683): the latency model times the size the backbone
     sees: one sliding window (32x32 in this config) of the preprocessed image, in whole patches. The teacher is
     scored per stage (its metric and head)."""
-    from jetvit_mm.datasets import make_ade20k
+    from jetvit_mm.testing import make_ade20k
     ade = make_ade20k(tmp_path / 'ade', splits={'training': 1, 'validation': 2}, size=(64, 85), seed=0)
     work = tmp_path / 'search'
-    run_tool('search.py', REPO / 'configs/tiny/seg_linear_probe_tiny_ade20k.py', pipeline['step1'], '--metric',
+    run_tool('search.py', REPO / 'tests/configs/seg_linear_probe_tiny_ade20k.py', pipeline['step1'], '--metric',
              'distill_loss', '--beam-width', '1', '--work-dir', work, '--cfg-options',
              f'val_dataloader.dataset.data_root={ade}')
     state = json.loads((work / 'search_state.json').read_text())

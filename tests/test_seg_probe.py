@@ -24,8 +24,8 @@ from .conftest import REPO, run_tool
 CONFIGS = REPO / 'configs'
 PROBES = {f'{size}_{data}': CONFIGS / 'probe' / f'dinov3_{size}_linear_{data}.py'
           for size in ('base', 'large') for data in ('cityscapes', 'ade20k')}
-TINY = {'cityscapes': CONFIGS / 'tiny' / 'seg_linear_probe_tiny_cityscapes_slide.py',
-        'ade20k': CONFIGS / 'tiny' / 'seg_linear_probe_tiny_ade20k.py'}
+TINY = {'cityscapes': REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes_slide.py',
+        'ade20k': REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_ade20k.py'}
 SCHEDULES = {name: CONFIGS / '_base_' / 'schedules' / f'{name}.py' for name in ('probe_paper_5k', 'probe_dinov3_40k')}
 IGNORE = 255
 PATCH = 16
@@ -63,7 +63,7 @@ def png(path: str) -> np.ndarray:
 # ------------------------------------------------------------------ generated data and the backbone's weights
 @pytest.fixture(scope='module')
 def tiny_ade20k(tmp_path_factory) -> Path:
-    from jetvit_mm.datasets import make_ade20k
+    from jetvit_mm.testing import make_ade20k
     return make_ade20k(tmp_path_factory.mktemp('ade') / 'ADEChallengeData2016',
                        splits={'training': 4, 'validation': 2}, size=(64, 64), seed=0)
 

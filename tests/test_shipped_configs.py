@@ -26,7 +26,7 @@ def data(tmp_path_factory) -> dict:
     480x640, NYU 480x640 (its test split) and the same images as an unlabeled folder."""
     import shutil
 
-    from jetvit_mm.datasets import make_ade20k, make_cityscapes, make_coco, make_depth
+    from jetvit_mm.testing import make_ade20k, make_cityscapes, make_coco, make_depth
     root = tmp_path_factory.mktemp('shipped')
     nyu = make_depth(root / 'nyu', splits={'train': 2, 'test': 1}, size=(480, 640), seed=0)
     unlabeled = root / 'unlabeled' / 'images'
@@ -51,12 +51,12 @@ CASES = {
     'probe/dinov3_large_linear_ade20k.py': ('ade20k', PROBE),
     'det/mask_rcnn_jetvit_dinov3_base_hybrid_coco.py': (
         'coco', small('model.backbone') + ['model.backbone.arch=LF', 'model.neck.in_channels=32'] + WITH_VAL),
-    'jetvit/depthanything_large_distill.py': (
+    'depth/depthanything_large_distill.py': (
         'unlabeled', small('model.teacher', 'model.student', depth=4) + ['model.distill_indices=(0,1,2,3)']),
-    'jetvit/depthanything_large_distill_step2.py': (  # {Step-1 winner, F} per layer, at most 4 F layers per path
+    'depth/depthanything_large_distill_step2.py': (  # {Step-1 winner, F} per layer, at most 4 F layers per path
         'unlabeled', small('model.teacher', 'model.student', depth=4) + [
             'model.distill_indices=(0,1,2,3)', 'model.student.step1_arch=LWWL']),
-    'jetvit/depthanything_large_pseudolabel_finetune.py': (
+    'depth/depthanything_large_pseudolabel_finetune.py': (
         'unlabeled', small('model.teacher', 'model.backbone', depth=4) + WITH_VAL + [
             'model.teacher.out_indices=(0,1,2,3)', 'model.backbone.out_indices=(0,1,2,3)',
             'model.backbone.arch=LWFF', 'model.decode_head.in_channels=32']),

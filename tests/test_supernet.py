@@ -21,7 +21,7 @@ from jetvit_mm.search import SupernetSampler
 
 from .conftest import REPO, run_tool
 
-CONFIG = REPO / 'configs' / 'tiny' / 'distill_supernet_tiny_cityscapes.py'
+CONFIG = REPO / 'tests' / 'configs' / 'distill_supernet_tiny_cityscapes.py'
 TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=4)  # as the config
 
 

@@ -11,7 +11,7 @@ from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 
 from .conftest import REPO, run_tool
 
-CONFIG = REPO / 'configs' / 'tiny' / 'seg_linear_probe_tiny_cityscapes.py'
+CONFIG = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
 
 
 @pytest.fixture(scope='module')

@@ -16,7 +16,6 @@ import torch
 from mmengine.config import Config
 from PIL import Image
 
-from jetvit_mm.datasets import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth
 from jetvit_mm.depth.formats import (
     cityscapes_disparity_to_depth,
     read_cityscapes_camera,
@@ -25,6 +24,7 @@ from jetvit_mm.depth.formats import (
     write_sintel_dpt,
 )
 from jetvit_mm.models.depth_anything import JetViTDepthAnything, export_mmseg_checkpoint
+from jetvit_mm.testing import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth
 
 from .conftest import REPO, run_tool
 from .test_depth import TINY, TINY_HEAD, infer_image_reference, write_original_checkpoint
@@ -195,7 +195,7 @@ IMAGES = {'diode': 'val/*/scene_*/scan_*/*.png', 'sintel': 'training/final/*/fra
           'cityscapes': 'leftImg8bit/val/*/*_leftImg8bit.png'}
 
 
-CONFIGS = REPO / 'configs' / 'jetvit'
+CONFIGS = REPO / 'configs' / 'depth'
 # the shipped configs with the backbone and the head shrunk to the tiny checkpoint's widths
 SHRINK = [*(f'model.backbone.{k}={v}' for k, v in (('embed_dim', 32), ('depth', 4), ('num_heads', 2))),
           'model.backbone.out_indices=(0,1,2,3)', 'model.decode_head.in_channels=32',
@@ -235,7 +235,7 @@ def reference_metrics(original: Path, root: Path, name: str) -> dict:
 
 @pytest.mark.parametrize('name', list(CASES))
 def test_shipped_zero_shot_config_through_tools_test(name, data, checkpoint, tmp_path):
-    """configs/jetvit/depthanything_large_eval_<name>.py with the backbone and head shrunk (everything else as
+    """configs/depth/depthanything_large_eval_<name>.py with the backbone and head shrunk (everything else as
     shipped): tools/test.py's AbsRel / delta1 equal the independent recomputation."""
     mmseg_ckpt, original = checkpoint
     out = tmp_path / 'metrics.json'
@@ -254,11 +254,11 @@ def test_shipped_zero_shot_config_through_tools_test(name, data, checkpoint, tmp
 def test_search_scores_archs_by_a_zero_shot_set(data, checkpoint, tmp_path):
     """tools/search.py takes a zero-shot config as its evaluation: Step 1 on DIODE AbsRel (lower is better, as the
     metric declares) after a supernet distillation, and the best arch is the lowest score."""
-    from jetvit_mm.datasets import make_depth
+    from jetvit_mm.testing import make_depth
 
     mmseg_ckpt, original = checkpoint
     nyu = make_depth(tmp_path / 'nyu', splits={'train': 4}, size=(48, 64), seed=0)
-    run_tool('train.py', REPO / 'configs' / 'tiny' / 'depth_distill_tiny.py', '--work-dir', tmp_path / 'distill',
+    run_tool('train.py', REPO / 'tests' / 'configs' / 'depth_distill_tiny.py', '--work-dir', tmp_path / 'distill',
              '--cfg-options', f'train_dataloader.dataset.data_root={nyu}', f'model.teacher.checkpoint={original}')
     run_tool('search.py', CONFIGS / 'depthanything_large_eval_diode.py', tmp_path / 'distill' / 'iter_4.pth',
              '--stage', '1', '--metric', 'abs_rel', '--head-checkpoint', mmseg_ckpt, '--beam-width', '2',

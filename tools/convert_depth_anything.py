@@ -13,7 +13,7 @@ from jetvit_mm.models.depth_anything import export_mmseg_checkpoint
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('src', help='official DepthAnythingV2 .pth (pretrained.* + depth_head.*)')
-    parser.add_argument('dst', help='output checkpoint for configs/jetvit/depthanything_*.py')
+    parser.add_argument('dst', help='output checkpoint for configs/depth/depthanything_*.py')
     args = parser.parse_args(argv)
     print(export_mmseg_checkpoint(args.src, args.dst))
 

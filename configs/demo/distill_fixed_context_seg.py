@@ -4,8 +4,24 @@
 #
 #   python tools/train.py configs/demo/distill_fixed_context_seg.py --work-dir W \
 #       --cfg-options model.teacher.checkpoint=TEACHER_BACKBONE.pth [model.student.inherit=mlp]
-_base_ = ['./distill_supernet_context_seg.py']
+_base_ = [
+    '../_base_/datasets/context_seg.py',
+    '../_base_/default_runtime.py',
+    '../_base_/models/jetvit_toy_linear.py',  # its backbone for teacher and student (the segmentor is replaced)
+    '../_base_/schedules/demo.py',
+    '../_base_/schedules/demo_distill.py',
+]
 
-model = dict(student=dict(_delete_=True, type='JetViT', arch='L' * 12, inherit='all', **_base_.backbone))
-custom_hooks = []
+backbone = _base_.backbone
+model = dict(
+    _delete_=True,  # not the base's segmentor
+    type='FeatureDistiller',
+    data_preprocessor=dict(_base_.data_preprocessor, pad_val=0, seg_pad_val=255, size=_base_.image_size),
+    teacher=dict(type='JetViT', checkpoint=None, **backbone),
+    student=dict(type='JetViT', arch='L' * 12, inherit='all', **backbone),
+    distill_indices=(-1, ),
+    loss='mse')
+val_dataloader = val_evaluator = val_cfg = None
+test_dataloader = test_evaluator = test_cfg = None
+custom_hooks = []  # one fixed arch: no path sampling
 model_wrapper_cfg = dict(type='MMDistributedDataParallel', find_unused_parameters=False)

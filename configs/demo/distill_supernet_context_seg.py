@@ -5,29 +5,23 @@
 #
 #   python tools/train.py configs/demo/distill_supernet_context_seg.py --work-dir W \
 #       --cfg-options model.teacher.checkpoint=TEACHER_BACKBONE.pth train_dataloader.dataset.data_root=D
-_base_ = ['./_base_/context_seg.py']
+_base_ = [
+    '../_base_/datasets/context_seg.py',
+    '../_base_/default_runtime.py',
+    '../_base_/models/jetvit_toy_linear.py',  # its backbone for teacher and student (the segmentor is replaced)
+    '../_base_/schedules/demo.py',
+    '../_base_/schedules/demo_distill.py',
+]
 
 backbone = _base_.backbone
 model = dict(
     _delete_=True,  # not the base's segmentor
     type='FeatureDistiller',
-    data_preprocessor=_base_.data_preprocessor,
+    data_preprocessor=dict(_base_.data_preprocessor, pad_val=0, seg_pad_val=255, size=_base_.image_size),
     teacher=dict(type='JetViT', checkpoint=None, **backbone),
     student=dict(type='JetViTSupernet', search_space='LW', **backbone),
     distill_indices=(-1, ),
     loss='mse')
-
-val_dataloader = None
-val_evaluator = None
-val_cfg = None
-test_dataloader = None
-test_evaluator = None
-test_cfg = None
-
-# constant lr after a short warm-up, so that a fine-tune of any length (train_cfg.max_iters=N) keeps the schedule
-optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-3, weight_decay=1e-4),
-                     clip_grad=dict(max_norm=1.0))
-param_scheduler = [dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=20)]
-train_cfg = dict(type='IterBasedTrainLoop', max_iters=600)
-custom_hooks = [dict(type='SupernetSamplerHook', mode='uniform')]
-model_wrapper_cfg = dict(type='MMDistributedDataParallel', find_unused_parameters=True)
+# images only: no validation or test loop
+val_dataloader = val_evaluator = val_cfg = None
+test_dataloader = test_evaluator = test_cfg = None

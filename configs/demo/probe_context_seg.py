@@ -4,9 +4,14 @@
 #   python tools/train.py configs/demo/probe_context_seg.py --work-dir W \
 #       --cfg-options model.backbone.arch=ARCH model.backbone.checkpoint=BACKBONE.pth [data roots]
 #   python tools/test.py configs/demo/probe_context_seg.py W/iter_300.pth --cfg-options model.backbone.arch=ARCH
-_base_ = ['./_base_/context_seg.py']
+_base_ = [
+    '../_base_/datasets/context_seg.py',
+    '../_base_/default_runtime.py',
+    '../_base_/models/jetvit_toy_linear.py',
+    '../_base_/schedules/demo.py',
+]
 
-model = dict(backbone=dict(frozen=True))
+model = dict(data_preprocessor=_base_.data_preprocessor, backbone=dict(frozen=True))
 
 max_iters = 300
 optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=3e-3, weight_decay=1e-4))

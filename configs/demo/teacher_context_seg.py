@@ -3,9 +3,14 @@
 #
 #   python tools/train.py configs/demo/teacher_context_seg.py --work-dir work_dirs/demo/teacher \
 #       --cfg-options train_dataloader.dataset.data_root=D val_dataloader.dataset.data_root=D
-_base_ = ['./_base_/context_seg.py']
+_base_ = [
+    '../_base_/datasets/context_seg.py',
+    '../_base_/default_runtime.py',
+    '../_base_/models/jetvit_toy_linear.py',
+    '../_base_/schedules/demo.py',
+]
 
-model = dict(backbone=dict(frozen=False))
+model = dict(data_preprocessor=_base_.data_preprocessor, backbone=dict(frozen=False))
 
 max_iters = 500
 optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=3e-3, weight_decay=1e-4))

@@ -1,9 +1,17 @@
-# JetViT Step 2: a new supernet with {Step-1 winner, F} per layer, distilled from the same teacher.
+# JetViT Step 2 of dinov3_base_cityscapes.py: a new supernet with {Step-1 winner, F} per layer, distilled from the same
+# teacher.
 #   tools/train.py configs/jetvit/dinov3_base_cityscapes_step2.py \
 #       --cfg-options model.teacher.checkpoint=... model.student.step1_arch=<best arch of tools/search.py --stage 1>
-# The step1_arch below is only a placeholder of the right length; always pass the searched one.
-_base_ = ['./dinov3_base_cityscapes.py']
+# The step1_arch below is only a placeholder of the right length (12 layers); always pass the searched one.
+_base_ = [
+    '../_base_/datasets/distill_cityscapes.py',
+    '../_base_/default_runtime.py',
+    '../_base_/models/distill_dinov3_base.py',
+    '../_base_/schedules/distill_20k.py',
+]
 
-model = dict(student=dict(search_space=None, step1_arch='LWLLWWLLWLWL'))
+model = dict(
+    data_preprocessor=dict(_base_.data_preprocessor, size=_base_.crop_size),
+    student=dict(search_space=None, step1_arch='LWLLWWLLWLWL'))
 # keep few F layers per path so the efficient candidates keep getting trained (budgeted sampling)
 custom_hooks = [dict(type='SupernetSamplerHook', mode='budgeted', max_full=4)]

@@ -17,14 +17,14 @@
 # patch; test images are padded to a multiple of 16 by the data preprocessor.
 _base_ = [
     'mmseg::_base_/datasets/ade20k.py',
-    'mmseg::_base_/default_runtime.py',
+    '../_base_/default_runtime.py',
     '../_base_/models/jetvit_dinov3_large_linear.py',
     '../_base_/schedules/probe_paper_5k.py',
 ]
 
 crop_size = (512, 512)
 model = dict(
-    data_preprocessor=dict(size=crop_size),
+    data_preprocessor=dict(_base_.data_preprocessor, size=crop_size),
     decode_head=dict(num_classes=150),
     test_cfg=dict(mode='slide', crop_size=crop_size, stride=(341, 341)))
 

@@ -21,14 +21,14 @@
 #   "model.test_cfg.stride=(341,682)"
 _base_ = [
     'mmseg::_base_/datasets/cityscapes.py',
-    'mmseg::_base_/default_runtime.py',
+    '../_base_/default_runtime.py',
     '../_base_/models/jetvit_dinov3_large_linear.py',
     '../_base_/schedules/probe_paper_5k.py',
 ]
 
 crop_size = (512, 1024)
 model = dict(
-    data_preprocessor=dict(size=crop_size),
+    data_preprocessor=dict(_base_.data_preprocessor, size=crop_size),
     decode_head=dict(num_classes=19),
     test_cfg=dict(mode='whole'))
 

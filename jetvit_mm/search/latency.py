@@ -2,58 +2,57 @@
 latency is the shared part (embedding + final norm) plus the sum of its blocks."""
 import copy
 import json
-import time
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
 
+from jetvit_mm.benchmark.timing import time_interleaved
 from jetvit_mm.models.jetvit import JetBlock, JetViT
 from jetvit_mm.models.mixers import MIXERS, build_mixer
 
 from .state import write_json_atomic
 
 
-def _time(fn, device: torch.device, warmup: int, repeat: int, min_total_ms: float = 200.,
-          max_runs: int = 500) -> float:
-    """Minimum over at least ``repeat`` runs (more for fast calls, until ``min_total_ms``): on a shared machine
-    the minimum is the call's own cost, while medians of short calls pick up scheduler stalls."""
-    times = []
-    for i in range(warmup + max_runs):
-        if device.type == 'cuda':
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        if device.type == 'cuda':
-            torch.cuda.synchronize(device)
-        if i >= warmup:
-            times.append((time.perf_counter() - start) * 1e3)
-            if len(times) >= repeat and sum(times) >= min_total_ms:
-                break
-    return min(times)
+def latency_calls(model: JetViT, x: torch.Tensor) -> Dict[str, Callable[[], torch.Tensor]]:
+    """What a latency table times on input ``x``: the shared part (``base``: patch embedding + final norm) and, per
+    mixer letter, one block (the model's first block with that mixer in it)."""
+    tokens, grid, rope = model.prepare_tokens(x)
+    calls = {'base': lambda: model.norm(model.prepare_tokens(x)[0])}
+    ref = model.blocks[0]
+    for letter in sorted(MIXERS):
+        mixer = build_mixer(letter, **model.mixer_args).to(x.device, x.dtype).eval()
+        block = JetBlock(ref.norm1, mixer, ref.ls1, nn.Identity(), ref.norm2, ref.mlp, ref.ls2, nn.Identity())
+        calls[letter] = lambda b=block: b(tokens, grid, rope)
+    return calls
 
 
 @torch.inference_mode()
-def measure_latency_table(model: JetViT, size: Tuple[int, int], device: str = 'cpu', dtype: torch.dtype = torch.float32,
-                          warmup: int = 2, repeat: int = 5) -> Dict[str, float]:
-    """Milliseconds (minimum of repeated runs) for one block of each mixer letter and for the shared part, batch 1,
-    at ``size``."""
+def measure_latency_samples(model: JetViT, size: Tuple[int, int], device: str = 'cpu',
+                            dtype: torch.dtype = torch.float32, warmup: int = 2, repeat: int = 5,
+                            min_total_ms: float = 200., max_repeat: int = 500) -> Dict[str, List[float]]:
+    """Milliseconds of every timed run of :func:`latency_calls` at ``size``, batch 1, in interleaved rounds
+    (:func:`jetvit_mm.benchmark.timing.time_interleaved`): at least ``repeat`` runs per key, more for fast calls
+    until they add up to ``min_total_ms``."""
     dev = torch.device(device)
-    x = torch.randn(1, 3, *size, device=dev, dtype=dtype)
     first = next(model.parameters())
     if first.dtype != dtype or first.device.type != dev.type or dev.index not in (None, first.device.index):
         # time a copy: the caller's model stays where it is
         model = copy.deepcopy(model).to(dev, dtype)
     model = model.eval()
-    tokens, grid, rope = model.prepare_tokens(x)
-    table = {'base': _time(lambda: model.norm(model.prepare_tokens(x)[0]), dev, warmup, repeat)}
-    ref = model.blocks[0]
-    for letter in sorted(MIXERS):
-        mixer = build_mixer(letter, **model.mixer_args).to(dev, dtype).eval()
-        block = JetBlock(ref.norm1, mixer, ref.ls1, nn.Identity(), ref.norm2, ref.mlp, ref.ls2, nn.Identity())
-        table[letter] = _time(lambda b=block: b(tokens, grid, rope), dev, warmup, repeat)
-    return table
+    x = torch.randn(1, 3, *size, device=dev, dtype=dtype)
+    return time_interleaved(latency_calls(model, x), warmup, repeat, dev, min_total_ms=min_total_ms,
+                            max_repeat=max_repeat)
+
+
+def measure_latency_table(model: JetViT, size: Tuple[int, int], device: str = 'cpu', dtype: torch.dtype = torch.float32,
+                          warmup: int = 2, repeat: int = 5) -> Dict[str, float]:
+    """Milliseconds for one block of each mixer letter and for the shared part, batch 1, at ``size``: the minimum
+    of :func:`measure_latency_samples` (on a shared machine the minimum is the call's own cost, while medians of
+    short calls pick up scheduler stalls)."""
+    samples = measure_latency_samples(model, size, device, dtype, warmup, repeat)
+    return {key: min(times) for key, times in samples.items()}
 
 
 def read_latency_table(path: Path) -> Tuple[Dict[str, float], Optional[list]]:

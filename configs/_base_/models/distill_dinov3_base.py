@@ -5,12 +5,8 @@
 backbone = dict(model_name='dinov3_vitb16', window_size=16, linear_cfg=dict(conv='squeeze', kernel_size=3))
 model = dict(
     type='FeatureDistiller',
-    data_preprocessor=dict(
-        type='SegDataPreProcessor',
-        mean=[123.675, 116.28, 103.53],
-        std=[58.395, 57.12, 57.375],
-        bgr_to_rgb=True,
-        size=None),  # the experiment sets its crop size (mmseg pads to it; size and size_divisor exclude each other)
+    # the experiment adds ../default_runtime.py's ImageNet normalisation and its crop size (mmseg pads to it)
+    data_preprocessor=dict(size=None),
     teacher=dict(type='JetViT', checkpoint=None, **backbone),
     student=dict(type='JetViTSupernet', search_space='LW', freeze_mlp=False, **backbone),
     distill_indices=(-1, ),

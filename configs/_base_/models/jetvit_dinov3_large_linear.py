@@ -12,15 +12,9 @@
 # (this example string has F at layers 14 and 22 (0-based), the paper's DINOv3-L placement; write your search's.)
 # (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones, one key at a time:
 # model.backbone.linear_cfg.conv=static; a dict(...) value does not parse).
-custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
-
 model = dict(
     type='EncoderDecoder',
-    data_preprocessor=dict(
-        type='SegDataPreProcessor',
-        mean=[123.675, 116.28, 103.53],  # ImageNet statistics, as DINOv3 (RGB, 0-255)
-        std=[58.395, 57.12, 57.375],
-        bgr_to_rgb=True,
+    data_preprocessor=dict(  # + the ImageNet normalisation of ../default_runtime.py (the experiment joins them)
         pad_val=0,
         seg_pad_val=255,
         size=None,  # the experiment sets its training crop size

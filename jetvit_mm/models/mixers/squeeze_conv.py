@@ -4,7 +4,7 @@ Every variant maps ``v`` of shape ``[B, D, h, w]`` to ``[B, D, h, w]`` with one 
 padding and no bias (a conv bias would shift only the patch tokens, and the dynamic variants generate kernels only).
 
 Init (``kernel_init``): the static kernel is zero by default, so at step 0 the conv branch adds nothing and the
-L block is the inherited projections around plain linear attention (METHOD.md: new parts must not disturb the
+L block is the inherited projections around plain linear attention (docs/method.md: new parts must not disturb the
 inherited model); its gradient (V correlated with the output gradient) is non-zero, so it moves at the first step.
 ``'trunc_normal'`` draws it from ``trunc_normal(std=0.02)`` instead (small, no identity/dirac term: the branch then
 perturbs the output by a few percent of V). The dynamic variants hold that static kernel in the bias of their

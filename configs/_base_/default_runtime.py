@@ -1,0 +1,12 @@
+# What every JetViT segmentation and depth config shares: mmseg's runtime, the import that registers this plugin's
+# types, and the input normalisation of DINOv3 and DINOv2 / DepthAnythingV2 (ImageNet mean and std, RGB, 0-255).
+# An experiment puts the normaliser into its model, with what its task adds (crop size, padding values):
+#   model = dict(data_preprocessor=dict(_base_.data_preprocessor, size=crop_size))
+_base_ = ['mmseg::_base_/default_runtime.py']
+custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
+
+data_preprocessor = dict(
+    type='SegDataPreProcessor',
+    mean=[123.675, 116.28, 103.53],
+    std=[58.395, 57.12, 57.375],
+    bgr_to_rgb=True)

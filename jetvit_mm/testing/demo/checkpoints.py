@@ -1,0 +1,39 @@
+"""The demo's checkpoint plumbing: the runner's last checkpoint of a work dir, a JetViT checkpoint cut out of a runner
+checkpoint, and the digests its caches are keyed by."""
+import hashlib
+from pathlib import Path
+from typing import Dict, Optional
+
+import torch
+
+
+def _runner_state(path: Path) -> Dict[str, torch.Tensor]:
+    """The state dict of a checkpoint the runner wrote (the demo's own work dir: mmengine's trusted-file loader)."""
+    from jetvit_mm.mm.checkpoint import load_local_checkpoint
+
+    state = load_local_checkpoint(str(path), map_location='cpu')
+    return state.get('state_dict', state)
+
+
+def last_checkpoint(work_dir: Path) -> Path:
+    """The checkpoint mmengine's runner wrote last in ``work_dir``."""
+    return Path((work_dir / 'last_checkpoint').read_text().strip())
+
+
+def extract_backbone(checkpoint: Path, prefix: str, out: Path, arch: Optional[str] = None) -> Path:
+    """``prefix``-ed weights of a runner checkpoint (``backbone.`` of a segmentor, ``student.`` of a distiller)
+    as a standalone JetViT checkpoint (``{'state_dict', 'meta'}``)."""
+    state = {k[len(prefix):]: v for k, v in _runner_state(checkpoint).items() if k.startswith(prefix)}
+    if not state:
+        raise ValueError(f'{checkpoint} has no {prefix}* weights')
+    meta = {'jetvit_arch': arch} if arch and set(arch) != {'F'} else {}
+    torch.save(dict(state_dict=state, meta=meta), out)
+    return out
+
+
+def digest(*parts: object) -> str:
+    """A short hash of files (their bytes) and values (their text): the key of a cached step."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.read_bytes() if isinstance(part, Path) else str(part).encode())
+    return h.hexdigest()[:16]

@@ -1,0 +1,68 @@
+# A tiny mmseg linear probe of a JetViT (DINOv3 architecture, random weights) on generated
+# Cityscapes-layout data: the tests and the demo use it; it runs in seconds on a CPU.
+_base_ = [
+    'mmseg::_base_/datasets/cityscapes.py',
+    '../../configs/_base_/default_runtime.py',
+]
+
+data_root = 'data/tiny_cityscapes'
+crop_size = (64, 128)
+num_classes = 19
+embed_dim = 32
+
+data_preprocessor = dict(
+    _base_.data_preprocessor,
+    pad_val=0,
+    seg_pad_val=255,
+    size=crop_size)
+model = dict(
+    type='EncoderDecoder',
+    data_preprocessor=data_preprocessor,
+    backbone=dict(
+        type='JetViT',
+        model_name='dinov3_vits16',
+        arch='LWLF',
+        embed_dim=embed_dim,
+        depth=4,
+        num_heads=2,
+        window_size=4,
+        checkpoint=None,
+        frozen=True),
+    decode_head=dict(type='LinearProbeHead', in_channels=embed_dim, num_classes=num_classes),
+    train_cfg=dict(),
+    test_cfg=dict(mode='whole'))
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations'),
+    dict(type='RandomResize', scale=(128, 64), ratio_range=(0.75, 1.5), keep_ratio=True),
+    dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PackSegInputs'),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=(128, 64), keep_ratio=True),
+    dict(type='LoadAnnotations'),
+    dict(type='PackSegInputs'),
+]
+train_dataloader = dict(
+    batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(data_root=data_root, pipeline=train_pipeline))
+val_dataloader = dict(
+    batch_size=1, num_workers=0, persistent_workers=False,
+    dataset=dict(data_root=data_root, pipeline=test_pipeline))
+test_dataloader = val_dataloader
+val_evaluator = dict(type='IoUMetric', iou_metrics=['mIoU'])
+test_evaluator = val_evaluator
+
+optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-3, weight_decay=1e-3))
+param_scheduler = [dict(type='ConstantLR', factor=1.0, by_epoch=False)]
+train_cfg = dict(type='IterBasedTrainLoop', max_iters=4, val_interval=4)
+val_cfg = dict(type='ValLoop')
+test_cfg = dict(type='TestLoop')
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=1, log_metric_by_epoch=False),
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=2, max_keep_ckpts=3))
+log_processor = dict(by_epoch=False)
+randomness = dict(seed=0)
