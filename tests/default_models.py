@@ -80,7 +80,8 @@ def run_case(name: str) -> Dict[str, object]:
 
 
 def main(path: str) -> None:
-    reference = {'torch': str(torch.__version__), 'cpu_capability': torch.backends.cpu.get_cpu_capability(), 'cases': {}}
+    reference = {'torch': str(torch.__version__), 'cpu_capability': torch.backends.cpu.get_cpu_capability(),
+                 'cases': {}}
     for name in CASES:
         result = run_case(name)
         state = result.pop('state')

@@ -98,7 +98,7 @@ def main(argv=None) -> dict:
     scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device,
                         distill_objective=saved_distill_objective(args.checkpoint))
     if args.latency_table is not None:
-        table, size = read_latency_table(args.latency_table)
+        table, size = read_latency_table(args.latency_table, supernet.mixer_table.letters)
         size = tuple(args.latency_size or size or ())
     else:
         size = tuple(args.latency_size or scorer.input_size())
