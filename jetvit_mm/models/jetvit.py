@@ -81,8 +81,9 @@ class JetViT(nn.Module):
         drop_path_rate: stochastic depth, linear over depth.
         embed_dim, depth, num_heads: overrides for small models.
         qkv_bias: override the variant's qkv bias (DINOv3 S/B/L in timm: False, their biases are zero).
-        pos_embed_interp: DINOv2 position embeddings for other grids: ``'dinov2'`` (original/DepthAnythingV2
-            convention), ``'timm'`` or ``'hf'`` (Hugging Face ``Dinov2Model``).
+        pos_embed_interp: absolute position embeddings for other grids: ``'dinov2'`` (original/DepthAnythingV2
+            convention; the default for the short names), ``'timm'`` (the default for timm model names: as the
+            timm model computes) or ``'hf'`` (Hugging Face ``Dinov2Model``).
         rope_periods: DINOv3 RoPE periods: ``'checkpoint'`` (default) takes them from a checkpoint that holds them
             (official files store them rounded to bf16, and the official model computes with those values) and
             saves them in the state dict (``rope.periods``); ``'computed'`` always uses the fp32 values computed
@@ -104,7 +105,7 @@ class JetViT(nn.Module):
             depth: Optional[int] = None,
             num_heads: Optional[int] = None,
             qkv_bias: Optional[bool] = None,
-            pos_embed_interp: str = 'dinov2',
+            pos_embed_interp: Optional[str] = None,
             rope_periods: str = 'checkpoint',
             window_kernel: Optional[str] = None,
             mixers: Optional[Dict[str, Dict[str, Any]]] = None,
@@ -114,7 +115,7 @@ class JetViT(nn.Module):
             raise ValueError(f'unknown inherit {inherit!r}; valid: {", ".join(INHERIT)}')
         if rope_periods not in ROPE_PERIODS:
             raise ValueError(f'unknown rope_periods {rope_periods!r}; valid: {", ".join(ROPE_PERIODS)}')
-        if pos_embed_interp not in POS_EMBED_INTERP:
+        if pos_embed_interp is not None and pos_embed_interp not in POS_EMBED_INTERP:
             raise ValueError(f'unknown pos_embed_interp {pos_embed_interp!r}; valid: {", ".join(POS_EMBED_INTERP)}')
         table = MixerTable.from_args(mixers, window_size, linear_cfg, window_kernel)
         overrides = {k: v for k, v in dict(embed_dim=embed_dim, depth=depth, num_heads=num_heads,
@@ -134,7 +135,8 @@ class JetViT(nn.Module):
         self.mixer_table = table
         self.arch = validate_arch(arch if arch is not None else 'F' * self.depth, self.depth, table.letters)
         self.inherit = inherit
-        self.pos_embed_interp = pos_embed_interp
+        # an alias keeps the original DINOv2 / DepthAnythingV2 convention; a timm name computes as its timm model
+        self.pos_embed_interp = pos_embed_interp or ('dinov2' if variant is not None else 'timm')
         self.frozen = frozen
         self.out_indices = self._normalise_indices(
             out_indices if out_indices is not None

@@ -57,9 +57,11 @@ def create_teacher(model_name: str, drop_path_rate: float = 0., **overrides) -> 
 
 def teacher_problems(teacher: nn.Module) -> List[str]:
     """What ``teacher`` has that a JetViT cannot reproduce (empty: supported)."""
-    family = next((f for f in FAMILIES if isinstance(teacher, f)), None)
-    if family is None:
-        return [f'it is a timm {type(teacher).__name__}, not a VisionTransformer or Eva']
+    family = type(teacher) if type(teacher) in FAMILIES else None
+    if family is None:  # subclasses add tokens or stages (a distillation token, ...) the JetViT forward lacks
+        parent = next((f.__name__ for f in FAMILIES if isinstance(teacher, f)), None)
+        extra = f' (a subclass of {parent} with its own forward)' if parent else ''
+        return [f'it is a timm {type(teacher).__name__}{extra}, not a VisionTransformer or Eva']
     block_cls, attn_cls = FAMILIES[family]
     problems = []
     patch = tuple(teacher.patch_embed.patch_size)
