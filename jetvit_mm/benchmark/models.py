@@ -8,6 +8,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from jetvit_mm.models.arch import mixer_table_of
 from jetvit_mm.models.heads.dpt import dpt_preset
 from jetvit_mm.models.variants import get_variant
 
@@ -61,11 +62,12 @@ def model_entries(kwargs: Mapping[str, object], names: Sequence[str], checkpoint
     all-F teacher is added first unless ``add_teacher`` is False or it is there already."""
     depth = get_variant(kwargs['model_name']).depth if kwargs.get('depth') is None else int(kwargs['depth'])
     teacher = 'F' * depth
-    if checkpoint and len([n for n in names if resolve_arch(n, depth) != teacher]) != 1:
+    letters = mixer_table_of(kwargs).letters  # the declared letters (mixers=, default L, W, F)
+    if checkpoint and len([n for n in names if resolve_arch(n, depth, letters) != teacher]) != 1:
         raise ValueError('--checkpoint needs exactly one non-teacher --arch: the exported hybrid\'s arch')
     entries: List[Entry] = []
     for name in names:
-        arch = resolve_arch(name, depth)
+        arch = resolve_arch(name, depth, letters)
         entry_kwargs = dict(kwargs, arch=arch)
         if checkpoint and arch != teacher:
             entry_kwargs['checkpoint'] = str(checkpoint)
