@@ -85,7 +85,7 @@ def test_plugin_runs_through_distillation_search_export_and_test_tool(tiny_citys
     work = tmp_path / 'search'
     run_tool('search.py', seg, tmp_path / 'distill' / 'iter_3.pth', '--head-checkpoint', tmp_path / 'probe' /
              'iter_4.pth', '--work-dir', work, '--beam-width', '2', '--step1-order', 'PLW', '--min-gain', '1000',
-             '--export', '--cfg-options', data[1], env=env)
+             '--export', '--distill-config', distill, '--cfg-options', data[1], env=env)
     summary = json.loads((work / 'search.json').read_text())
     best = summary['best']['1']['arch']
     assert best == 'PPPP'  # the start (every layer at its cheapest by the given order); no move gains 1000
@@ -105,3 +105,11 @@ def test_plugin_runs_through_distillation_search_export_and_test_tool(tiny_citys
     other = dict(backbone, mixers=dict(backbone['mixers'], P=dict(type='PooledAttention', pool_size=3)))
     with pytest.raises(ValueError, match=r'mixers.P.pool_size=2'):
         JetViT(arch=best, checkpoint=work / f'hybrid_{best}.pth', **other)
+    # the exported fine-tuning config (the arch fixed, distilled from the teacher) declares the letter and trains
+    run_tool('train.py', work / f'finetune_{best}.py', '--work-dir', tmp_path / 'ft', '--cfg-options', data[0],
+             f'model.teacher.checkpoint={teacher}', 'train_cfg.max_iters=1', env=env)
+    finetuned = load_local_checkpoint(str(tmp_path / 'ft' / 'iter_1.pth'))
+    hybrid = JetViT(arch=best, checkpoint=tmp_path / 'ft' / 'iter_1.pth', **backbone)  # its student, P layers
+    assert isinstance(hybrid.blocks[0].attn, pooled.PooledAttention)
+    assert {k for k in finetuned['state_dict'] if k.startswith('student.')} == {
+        f'student.{k}' for k in hybrid.state_dict()}

@@ -5,7 +5,7 @@ import timm
 import torch
 
 from jetvit_mm.models import JetViT
-from jetvit_mm.models.teachers import create_teacher, teacher_problems, teacher_qkv
+from jetvit_mm.models.teachers import create_teacher, teacher_depth, teacher_problems, teacher_qkv
 from jetvit_mm.models.variants import VARIANTS
 
 TINY = dict(embed_dim=32, depth=3, num_heads=2)
@@ -58,6 +58,15 @@ def test_every_letter_builds_and_inherits_the_teacher(name, family, native, othe
     grid = (other[0] // model.patch_size, other[1] // model.patch_size)
     assert out.shape == (1, 32, *grid) and torch.isfinite(out).all()
     assert model.spec.model_name == name
+
+
+def test_teacher_depth_of_short_and_timm_names():
+    from jetvit_mm.benchmark.models import model_entries
+
+    assert teacher_depth('dinov3_vitl16') == 24 and teacher_depth('vit_small_patch14_reg4_dinov2') == 12
+    assert teacher_depth('eva02_large_patch14_448') == 24
+    entries = model_entries(dict(model_name='eva02_tiny_patch14_224'), ['all-L'])
+    assert [e['arch'] for e in entries] == ['F' * 12, 'L' * 12]
 
 
 def test_short_names_stay_aliases_of_their_timm_models():

@@ -18,7 +18,8 @@ from torch import nn
 
 from .variants import VARIANTS, ViTVariant
 
-__all__ = ['SUPPORTED', 'create_teacher', 'layer_scale', 'teacher_problems', 'teacher_qkv', 'teacher_timm_name']
+__all__ = ['SUPPORTED', 'create_teacher', 'layer_scale', 'teacher_depth', 'teacher_problems', 'teacher_qkv',
+           'teacher_timm_name']
 
 SUPPORTED = ('timm VisionTransformer models (Block layers with Attention: plain ViTs, register variants such as '
              'vit_large_patch14_reg4_dinov2) and Eva models (EvaBlock layers with EvaAttention: DINOv3, EVA02)')
@@ -33,6 +34,16 @@ def teacher_timm_name(model_name: str) -> Tuple[str, Optional[ViTVariant]]:
         return model_name, None
     raise ValueError(f'unknown model_name {model_name!r}; valid names: {", ".join(VARIANTS)}, or the name of a timm '
                      f'model of the supported families: {SUPPORTED}')
+
+
+def teacher_depth(model_name: str) -> int:
+    """The number of layers of ``model_name`` (a short name's entry, else the timm model built on the meta device:
+    no memory, no random numbers drawn)."""
+    timm_name, variant = teacher_timm_name(model_name)
+    if variant is not None:
+        return variant.depth
+    with torch.device('meta'):
+        return len(timm.create_model(timm_name, pretrained=False).blocks)
 
 
 def create_teacher(model_name: str, drop_path_rate: float = 0., **overrides) -> Tuple[nn.Module, Optional[ViTVariant]]:
