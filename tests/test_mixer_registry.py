@@ -1,6 +1,5 @@
 """Registered mixers (issue 23, item 1): the registry, a model's declared letters, the mixer contract checked at
 build time, the errors, the mmengine mirror and a plugin package joining through ``custom_imports``."""
-import sys
 from typing import Optional, Tuple
 
 import pytest
@@ -202,8 +201,3 @@ def test_mirror_into_mmengine_models_and_custom_imports(tmp_path, plugin):
     assert isinstance(JetViT(arch='MFF', mixers=dict(DEFAULT_MIXERS, M=dict(type='TestMMOnlyMixer')),
                              **TINY).blocks[0].attn, MMOnly)
 
-
-def test_pure_core_registry_imports_no_openmmlab():
-    assert 'jetvit_mm.models.mixers.registry' in sys.modules
-    import jetvit_mm.models.mixers.registry as registry
-    assert 'mmengine' not in registry.__dict__
