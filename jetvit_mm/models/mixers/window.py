@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..tracing import exporting
 from .base import TokenMixer
 from .kernels import WINDOW_KERNELS, check_kernel, compiled, flex_window_attention, select_window_kernel
 from .kernels.window_compiled import padded_window_attention
@@ -22,7 +23,7 @@ def window_key_mask(
 ) -> Optional[torch.Tensor]:
     """Boolean key mask ``[B * num_windows, 1, 1, P + wh * ww]`` (True = attend), None without padding."""
     (h, w), (wh, ww) = grid_size, window
-    if h % wh == 0 and w % ww == 0:
+    if h % wh == 0 and w % ww == 0 and not exporting():  # exported: always masked (all True when the grid fits)
         return None
     valid = torch.ones(1, 1, h * w, 1, dtype=torch.bool, device=device)
     valid = window_partition(valid, grid_size, window)[:, 0, :, 0]  # padding is False
@@ -114,7 +115,10 @@ class WindowAttention(TokenMixer):
         P = self.num_prefix_tokens
         check_num_tokens(N, P, grid_size)
         h, w = grid_size
-        window = (min(self.window_size, h), min(self.window_size, w))
+        if exporting():  # a symbolic grid: full windows, padded and masked (the same values as a shorter window)
+            window = (self.window_size, self.window_size)
+        else:
+            window = (min(self.window_size, h), min(self.window_size, w))
         qkv = self.qkv(x)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
         dropout = self.training and self.attn_drop.p > 0  # the fast paths have no attention dropout
