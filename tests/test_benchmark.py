@@ -60,6 +60,10 @@ def test_mixer_targets_at_their_thresholds():
     missed = mixer_targets(stats_of(**{'L-squeeze': 1., 'F': 19., 'block L-squeeze': 1.06, 'block L-static': 1.,
                                        'L-token': 1.09, 'L-static': 1.}))
     assert [t['met'] for t in missed] == [False, False, False]
+    fast = mixer_targets(stats_of(**{'L-squeeze': 1., 'F': 20., 'block L-squeeze': 1.04, 'block L-static': 1.,
+                                     'L-token': 1.1, 'L-static': 1., 'L-squeeze auto': 4., 'W16 compile': 5.01}))
+    assert [(t['target'].split(' <=')[0], t['met']) for t in fast[:2]] == [('L-squeeze auto', True),
+                                                                         ('W16 compile', False)]
     assert missed[0]['value'] == '0.053 (1/19.0)' and missed[1]['value'] == '+6.0%'
     assert distill_step_target(1.25)['met'] and not distill_step_target(1.26)['met']
 
@@ -205,9 +209,10 @@ def test_tool_mixers_writes_its_json(tmp_path):
     assert list(result)[:2] == ['command', 'args'] and result['command'] == 'mixers'
     assert result['args']['grid'] == [4, 6] and result['args']['malloc'] == 'system'
     assert set(result['stats']) >= {'F', 'W3', 'L-none', 'L-static', 'L-squeeze', 'L-token', 'block L-static',
-                                    'block L-squeeze'}
+                                    'block L-squeeze', 'L-squeeze auto', 'block L-squeeze auto', 'W3 auto'}
     assert all(len(samples) == 2 for samples in result['samples_ms'].values())
-    assert len(result['targets']) == 3 and result['machine']['threads'] >= 1
+    assert [t['target'].split(' <=')[0] for t in result['targets'][:2]] == ['L-squeeze auto', 'W3 auto']
+    assert len(result['targets']) == 5 and result['machine']['threads'] >= 1  # fast paths' L/F, W/F, then three
     assert '  round 1/3 (warmup) done' in proc.stdout and '  round 3/3 done' in proc.stdout
     assert all(f'{"MET " if t["met"] else "MISS"}  {t["target"]}: {t["value"]}' in proc.stdout
                for t in result['targets'])

@@ -1,6 +1,6 @@
 """The token-mixer benchmark: every mixer alone (F, W, L with each conv variant, plus the bare qkv/proj Linears every
 mixer owns) and whole pre-norm blocks for L-static vs L-squeeze, timed in interleaved rounds."""
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from timm.layers import Mlp, RotaryEmbeddingDinoV3
@@ -8,6 +8,7 @@ from torch import nn
 
 from jetvit_mm.models.jetvit import JetBlock
 from jetvit_mm.models.mixers import build_mixer
+from jetvit_mm.models.mixers.kernels import LINEAR_KERNELS, WINDOW_KERNELS
 
 from .host import machine_record, malloc_note, malloc_record, started_at
 from .targets import mixer_targets, print_targets
@@ -15,6 +16,7 @@ from .timing import maybe_graphed, summarize, time_interleaved
 
 DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16}
 LINEAR_CONVS = ('none', 'static', 'squeeze', 'token')
+FAST_KERNELS = tuple(sorted(set(LINEAR_KERNELS + WINDOW_KERNELS) - {'torch'}))
 
 
 class Projections(nn.Module):
@@ -36,27 +38,40 @@ def mixer_block(dim: int, mixer: nn.Module, mlp_ratio: float = 4.) -> JetBlock:
                     nn.LayerNorm(dim, eps=1e-5), Mlp(dim, int(dim * mlp_ratio)), nn.Identity(), nn.Identity())
 
 
-def mixer_entries(dim: int, heads: int, prefix: int, window: int, dtype: str) -> Dict[str, nn.Module]:
-    """Everything the mixer benchmark times, by display name."""
+def mixer_entries(dim: int, heads: int, prefix: int, window: int, dtype: str,
+                  kernels: Sequence[str] = ('auto', )) -> Dict[str, nn.Module]:
+    """Everything the mixer benchmark times, by display name: the reference (torch) path of every mixer, then
+    L-squeeze, W and the L-squeeze block on each of ``kernels`` (the mixers' fast-path switch; ``triton`` is L only,
+    ``flex`` W only)."""
     common = dict(dim=dim, num_heads=heads, num_prefix_tokens=prefix)
+    torch_l = {'kernel': 'torch'}
     entries: Dict[str, nn.Module] = {
         'qkv+proj only': Projections(dim),
         'F': build_mixer('F', **common),
-        f'W{window}': build_mixer('W', **common, window_size=window),
+        f'W{window}': build_mixer('W', **common, window_size=window, window_kernel='torch'),
     }
     for conv in LINEAR_CONVS:
-        entries[f'L-{conv}'] = build_mixer('L', **common, linear_cfg={'conv': conv})
-    entries['L-squeeze focus3'] = build_mixer('L', **common, linear_cfg={'conv': 'squeeze', 'focusing': 3.0})
+        entries[f'L-{conv}'] = build_mixer('L', **common, linear_cfg={'conv': conv, **torch_l})
+    entries['L-squeeze focus3'] = build_mixer('L', **common,
+                                              linear_cfg={'conv': 'squeeze', 'focusing': 3.0, **torch_l})
     if dtype != 'fp32':  # in fp32 the same computation as L-squeeze
-        entries['L-squeeze mixed'] = build_mixer('L', **common, linear_cfg={'conv': 'squeeze', 'precision': 'mixed'})
+        entries['L-squeeze mixed'] = build_mixer('L', **common,
+                                                 linear_cfg={'conv': 'squeeze', 'precision': 'mixed', **torch_l})
     for conv in ('static', 'squeeze'):
-        entries[f'block L-{conv}'] = mixer_block(dim, build_mixer('L', **common, linear_cfg={'conv': conv}))
+        entries[f'block L-{conv}'] = mixer_block(dim, build_mixer('L', **common, linear_cfg={'conv': conv, **torch_l}))
+    for kernel in kernels:
+        if kernel in LINEAR_KERNELS:
+            fast_l = {'conv': 'squeeze', 'kernel': kernel}
+            entries[f'L-squeeze {kernel}'] = build_mixer('L', **common, linear_cfg=fast_l)
+            entries[f'block L-squeeze {kernel}'] = mixer_block(dim, build_mixer('L', **common, linear_cfg=fast_l))
+        if kernel in WINDOW_KERNELS:
+            entries[f'W{window} {kernel}'] = build_mixer('W', **common, window_size=window, window_kernel=kernel)
     return entries
 
 
 def benchmark_mixers(*, grid: Tuple[int, int], dim: int, heads: int, batch: int, prefix: int, window: int,
                      warmup: int, repeat: int, dtype: str, device: str, rope: bool, cuda_graph: bool,
-                     malloc: str, malloc_kept: bool,
+                     malloc: str, malloc_kept: bool, kernels: Sequence[str] = ('auto', ),
                      on_round: Optional[Callable[[int, bool], None]] = None) -> Dict[str, object]:
     """Time :func:`mixer_entries` on ``batch`` x (``prefix`` + h * w) tokens; prints the table and the targets and
     returns the result (date, machine, allocator, stats, samples, targets)."""
@@ -68,7 +83,7 @@ def benchmark_mixers(*, grid: Tuple[int, int], dim: int, heads: int, batch: int,
     if rope:
         rope_table = RotaryEmbeddingDinoV3(dim // heads, temperature=100).get_embed(shape=(h, w)).to(dev)
     entries = {name: m.to(device=dev, dtype=torch_dtype).eval()
-               for name, m in mixer_entries(dim, heads, prefix, window, dtype).items()}
+               for name, m in mixer_entries(dim, heads, prefix, window, dtype, kernels).items()}
     print(f'mixers: grid {h}x{w} (+{prefix} prefix), dim {dim}, {heads} heads, batch {batch}, '
           f'{dtype} on {device}, {torch.get_num_threads()} threads, rope {rope_table is not None}'
           f'{", CUDA graphs" if cuda_graph else ""}{malloc_note(malloc_kept, dev)}', flush=True)

@@ -26,13 +26,17 @@ Entry = Dict[str, object]
 
 
 def jetvit_kwargs(base: Mapping[str, object], model_name: str, window: Optional[int] = None,
-                  linear_options: Sequence[Mapping[str, object]] = ()) -> Dict[str, object]:
+                  linear_options: Sequence[Mapping[str, object]] = (),
+                  window_kernel: Optional[str] = None) -> Dict[str, object]:
     """JetViT keyword arguments (no arch) from ``base`` (e.g. a config's backbone), ``model_name`` where ``base``
-    names none, a window size and L-mixer options (each merged into ``linear_cfg``) over it."""
+    names none, a window size, the W layers' implementation and L-mixer options (each merged into ``linear_cfg``)
+    over it."""
     kwargs = dict(base)
     kwargs.setdefault('model_name', model_name)
     if window is not None:
         kwargs['window_size'] = window
+    if window_kernel is not None:
+        kwargs['window_kernel'] = window_kernel
     for option in linear_options:
         kwargs['linear_cfg'] = {**(kwargs.get('linear_cfg') or {}), **option}
     return kwargs
