@@ -11,6 +11,7 @@ from .kernels import WINDOW_KERNELS, check_kernel, compiled, flex_window_attenti
 from .kernels.window_compiled import padded_window_attention
 from .kernels.window_flex import window_block_mask
 from .rope import check_num_tokens, rotate_query_key
+from .window_export import masked_window_attention
 from .window_layout import window_merge, window_partition
 
 
@@ -23,7 +24,7 @@ def window_key_mask(
 ) -> Optional[torch.Tensor]:
     """Boolean key mask ``[B * num_windows, 1, 1, P + wh * ww]`` (True = attend), None without padding."""
     (h, w), (wh, ww) = grid_size, window
-    if h % wh == 0 and w % ww == 0 and not exporting():  # exported: always masked (all True when the grid fits)
+    if h % wh == 0 and w % ww == 0:
         return None
     valid = torch.ones(1, 1, h * w, 1, dtype=torch.bool, device=device)
     valid = window_partition(valid, grid_size, window)[:, 0, :, 0]  # padding is False
@@ -115,11 +116,12 @@ class WindowAttention(TokenMixer):
         P = self.num_prefix_tokens
         check_num_tokens(N, P, grid_size)
         h, w = grid_size
-        if exporting():  # a symbolic grid: full windows, padded and masked (the same values as a shorter window)
-            window = (self.window_size, self.window_size)
-        else:
-            window = (min(self.window_size, h), min(self.window_size, w))
+        window = (min(self.window_size, h), min(self.window_size, w))
         qkv = self.qkv(x)
+        if exporting():  # a symbolic grid (ONNX): the same attention as one masked full attention
+            out = masked_window_attention(qkv, tuple(grid_size), self.window_size, self.num_heads, P, rope,
+                                          self.rotate_half)
+            return self.proj_drop(self.proj(out))
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
         dropout = self.training and self.attn_drop.p > 0  # the fast paths have no attention dropout
         path = select_window_kernel(self.kernel, x.device, x.numel(), needs_grad or dropout)

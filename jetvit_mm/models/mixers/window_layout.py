@@ -4,8 +4,6 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ..tracing import exporting
-
 
 def window_partition(
         x: torch.Tensor,
@@ -18,8 +16,6 @@ def window_partition(
     ``prefix`` (``[B, H, P, C]``, or None for P = 0) is put in front of every window. The windows are written into
     one new tensor (a single copy of ``x``, whatever the padding and prefix), which keeps W's peak memory at F's.
     """
-    if exporting():
-        return _window_partition_traceable(x, grid_size, window, prefix)
     B, H, _, C = x.shape
     (h, w), (wh, ww) = grid_size, window
     nh, nw = -(-h // wh), -(-w // ww)
@@ -33,22 +29,6 @@ def window_partition(
     windows = out[:, :, :, P:].unflatten(1, (nh, nw)).unflatten(4, (wh, ww))  # [B, nh, nw, H, wh, ww, C], a view
     windows.copy_(grid.reshape(B, H, nh, wh, nw, ww, C).permute(0, 2, 4, 1, 3, 5, 6))
     return out.reshape(B * nh * nw, H, P + wh * ww, C)
-
-
-def _window_partition_traceable(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int],
-                                prefix: Optional[torch.Tensor]) -> torch.Tensor:
-    """:func:`window_partition` for a symbolic grid: always padded (by zero rows when the grid fits), built out of
-    place (no writes into views of a fresh tensor)."""
-    B, H, _, C = x.shape
-    (h, w), (wh, ww) = grid_size, window
-    grid = F.pad(x.reshape(B, H, h, w, C), (0, 0, 0, (-w) % ww, 0, (-h) % wh))
-    nh, nw = grid.shape[2] // wh, grid.shape[3] // ww
-    windows = grid.reshape(B, H, nh, wh, nw, ww, C).permute(0, 2, 4, 1, 3, 5, 6).reshape(B * nh * nw, H, wh * ww, C)
-    if prefix is None:
-        return windows
-    P = prefix.shape[2]
-    prefix = prefix.unsqueeze(1).expand(B, nh * nw, H, P, C).reshape(B * nh * nw, H, P, C)
-    return torch.cat([prefix, windows], dim=2)
 
 
 def window_merge(x: torch.Tensor, batch: int, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
