@@ -109,3 +109,27 @@ def test_masked_window_attention_equals_the_windowed_one(grid):
     window = (min(4, h), min(4, w))
     torch.testing.assert_close(masked_window_attention(qkv, grid, 4, heads, P),
                                window_attention(qkv, grid, window, heads, P), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.integration
+def test_benchmark_times_onnxruntime_beside_torch_in_one_round_robin(monkeypatch):
+    import jetvit_mm.benchmark.models as model_bench
+    from jetvit_mm.benchmark.models import benchmark_models, jetvit_kwargs, model_entries
+
+    rounds = []
+    timed = model_bench.time_interleaved
+    monkeypatch.setattr(model_bench, 'time_interleaved',
+                        lambda calls, *a, **k: rounds.append(list(calls)) or timed(calls, *a, **k))
+    kwargs = jetvit_kwargs({'window_size': 2, 'model_name': 'dinov3_vits16', 'depth': 3, 'embed_dim': 32,
+                            'num_heads': 2}, 'unused')
+    result = benchmark_models(model_entries(kwargs, ['LWF']), sizes=[(32, 64), (48, 32)], memory=False,
+                              profile=False, warmup=0, repeat=2, batch=1, dtype='fp32', device='cpu',
+                              compile_model=False, cuda_graph=False, throughput=None, threads=1, malloc='system',
+                              malloc_kept=False, onnxruntime=True)
+    labels = ['teacher', 'LWF', 'teacher (onnxruntime)', 'LWF (onnxruntime)']
+    assert sorted(rounds[0]) == sorted(f'{size} {label}' for size in ('32x64', '48x32') for label in labels)
+    rows = {(r['size'], r['label']): r for r in result['rows']}
+    for size in ('32x64', '48x32'):
+        ort = rows[(size, 'LWF (onnxruntime)')]
+        assert ort['runtime'] == 'onnxruntime' and ort['median_ms'] > 0
+        assert ort['speedup'] == pytest.approx(rows[(size, 'teacher')]['median_ms'] / ort['median_ms'])
