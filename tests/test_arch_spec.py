@@ -19,12 +19,14 @@ def test_spec_holds_model_arch_and_only_the_options_that_change_the_computation(
     model = JetViT(arch='LWLF', linear_cfg=dict(focusing=3.0, precision='mixed', kernel_init='trunc_normal'), **TINY)
     spec = model.spec
     assert (spec.model_name, spec.arch, spec.search_space) == ('dinov3_vits16', 'LWLF', None)
-    assert spec.options['W'] == {'window_size': 2} and spec.options['F'] == {}
-    assert spec.options['L']['linear_cfg.focusing'] == 3.0 and spec.options['L']['linear_cfg.conv'] == 'squeeze'
-    assert not {'linear_cfg.precision', 'linear_cfg.kernel_init'} & set(spec.options['L'])  # deployment switches
+    assert spec.mixers['W'] == {'type': 'WindowAttention', 'window_size': 2}
+    assert spec.mixers['F'] == {'type': 'FullAttention'}
+    assert spec.mixers['L']['type'] == 'LinearAttention'
+    assert spec.mixers['L']['focusing'] == 3.0 and spec.mixers['L']['conv'] == 'squeeze'
+    assert not {'precision', 'kernel_init', 'kernel'} & set(spec.mixers['L'])  # deployment switches
     assert ArchSpec.from_tensor(spec.to_tensor()) == spec == ArchSpec.from_dict(spec.to_dict())
     assert ArchSpec.from_tensor(model.state_dict()[SPEC_KEY]) == spec
-    assert set(JetViT(arch='FFFF', **TINY).spec.options) == {'F'}  # only the letters the arch uses
+    assert set(JetViT(arch='FFFF', **TINY).spec.mixers) == {'F'}  # only the letters the arch uses
     with pytest.raises(ValueError, match='not a JetViT arch spec'):
         ArchSpec.from_tensor(torch.tensor(list(b'{"arch": "LF"}'), dtype=torch.uint8))
     with pytest.raises(ValueError, match='1-D uint8 tensor'):

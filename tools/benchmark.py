@@ -112,7 +112,8 @@ def run_distill_step(args: argparse.Namespace) -> dict:
     backbone = dict(model_name=args.model, window_size=args.window)
     depth = len(args.arch)
     students = {
-        'supernet (L/W candidates)': dict(type='JetViTSupernet', search_space='LW', arch=args.arch, **backbone),
+        'supernet (L/W candidates)': dict(type='JetViTSupernet', search_space=''.join(dict.fromkeys(args.arch)),
+                                          arch=args.arch, **backbone),
         f'fixed arch {args.arch}': dict(type='JetViT', arch=args.arch, **backbone),
     }
     distillers, optimizers = {}, {}

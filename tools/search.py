@@ -52,6 +52,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'fraction). A negative tolerance puts the target above the teacher\'s score: the '
                              'search then stops on the score only where an arch beats the teacher by |tolerance|, '
                              'else at --max-full or when no move is left, returning the best arch scored')
+    parser.add_argument('--step1-order', default=None,
+                        help='Step 1: the efficient kinds from the cheapest to the dearest, e.g. LPW (the search '
+                             'starts with every layer at its cheapest and moves layers to dearer kinds); "latency": '
+                             'by the latency table; default: the order the model declares them in (L, W)')
     parser.add_argument('--step1-arch', help='Step 2 start (default: Step 1\'s best from the work dir state)')
     parser.add_argument('--latency-budget', type=float, default=None, help='max predicted latency, ms')
     parser.add_argument('--latency-size', type=int, nargs=2, default=None, metavar=('H', 'W'),
@@ -59,7 +63,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'preprocessor, rounded up to whole patches)')
     parser.add_argument('--latency-table', type=Path, default=None,
                         help='cost archs with this latency table instead of measuring one here: a search\'s '
-                             'latency_table.json or {"base", "F", "L", "W"} in ms, e.g. measured on the deployment '
+                             'latency_table.json or {"base", "F", "L", "W", ...} (every declared letter) in ms, e.g. '
+                             'measured on the deployment '
                              'device at the deployment size')
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--seed', type=int, default=0)
@@ -90,21 +95,22 @@ def main(argv=None) -> dict:
         stage=args.stage, metric=args.metric, higher_is_better=higher, beam_width=args.beam_width,
         min_gain=min_gain if args.min_gain is None else args.min_gain,
         tolerance=tolerance if args.tolerance is None else args.tolerance, max_full=args.max_full,
-        latency_budget=args.latency_budget, seed=args.seed)
+        latency_budget=args.latency_budget, seed=args.seed, order=args.step1_order)
     identity = dict(checkpoint=str(args.checkpoint), metric=args.metric, head_checkpoint=args.head_checkpoint)
     state = open_state(state_path, args.stage, identity, args.resume)
     supernet, teacher = load_supernet(args.checkpoint, cfg)
-    start = start_arch(args.stage, supernet.search_space, state, args.step1_arch)
     scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device,
                         distill_objective=saved_distill_objective(args.checkpoint))
     if args.latency_table is not None:
-        table, size = read_latency_table(args.latency_table)
+        table, size = read_latency_table(args.latency_table, supernet.mixer_table.letters)
         size = tuple(args.latency_size or size or ())
     else:
         size = tuple(args.latency_size or scorer.input_size())
         table = load_or_measure(work_dir / 'latency_table.json', supernet, size, args.device)
+    start = start_arch(args.stage, supernet.search_space, state, args.step1_arch, settings.order, table)
 
-    outcome = run_stage(settings, scorer, start, state, state_path, identity, table, size, out_dir=work_dir)
+    outcome = run_stage(settings, scorer, start, state, state_path, identity, table, size, out_dir=work_dir,
+                        search_space=supernet.search_space if args.stage == 1 else None)
     plot_stage(outcome, settings, work_dir)
     summary = outcome.summary
     if args.export:

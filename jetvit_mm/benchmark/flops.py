@@ -139,6 +139,13 @@ def _part_of(name: str) -> Tuple[Optional[int], str]:
     return index, 'other'
 
 
+def _declared_attention_flops(module: nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
+    """A plugin mixer's ``attention_flops(batch, num_tokens, grid_size)`` for this call."""
+    x = args[0] if args else kwargs['x']
+    grid = args[1] if len(args) > 1 else kwargs['grid_size']
+    return int(module.attention_flops(x.shape[0], x.shape[1], tuple(grid)))
+
+
 class FlopCounter:
     """Context manager that hooks ``model`` and sums FLOPs of every forward run inside it (see module docstring).
 
@@ -156,8 +163,9 @@ class FlopCounter:
             self.records.append((name, int(count(module, args, kwargs, output))))
         return hook
 
-    def _mixer_hook(self, name: str) -> Callable[..., None]:
-        count = self._hook(f'{name}.<attention>', lambda m, a, k, o: _attention_core_flops(m, a, k))
+    def _mixer_hook(self, name: str, core: Optional[Callable[..., int]] = None) -> Callable[..., None]:
+        core = core or _attention_core_flops
+        count = self._hook(f'{name}.<attention>', lambda m, a, k, o: core(m, a, k))
 
         def hook(module: nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any], output: Any) -> None:
             layer, _ = _part_of(name)
@@ -177,6 +185,8 @@ class FlopCounter:
                 fn = self._hook(name, lambda m, a, k, o: conv_transpose2d_flops(m, (a[0] if a else k['input']).shape))
             elif isinstance(module, (FullAttention, WindowAttention, LinearAttention)):
                 fn = self._mixer_hook(name)
+            elif callable(getattr(module, 'attention_flops', None)):  # a registered mixer's own count (contract 5)
+                fn = self._mixer_hook(name, _declared_attention_flops)
             elif isinstance(module, VALUE_CONVS):
                 fn = self._hook(f'{name}.<conv>', lambda m, a, k, o: _value_conv_call_flops(m, a, k))
             else:

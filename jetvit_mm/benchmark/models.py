@@ -8,8 +8,9 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from jetvit_mm.models.arch import mixer_table_of
 from jetvit_mm.models.heads.dpt import dpt_preset
-from jetvit_mm.models.variants import get_variant
+from jetvit_mm.models.teachers import teacher_depth
 
 from .archs import ARCH_SHORTCUTS, resolve_arch
 from .contention import QUIET_CORES, CpuContention, quiet_stats
@@ -60,13 +61,14 @@ def model_entries(kwargs: Mapping[str, object], names: Sequence[str], checkpoint
     """What the benchmark measures: one dict per arch (shortcut or arch string) with its label, arch string, JetViT
     keyword arguments and head (None, or the DPT widths). ``checkpoint`` goes to the one non-teacher arch; the
     all-F teacher is added first unless ``add_teacher`` is False or it is there already."""
-    depth = get_variant(kwargs['model_name']).depth if kwargs.get('depth') is None else int(kwargs['depth'])
+    depth = teacher_depth(kwargs['model_name']) if kwargs.get('depth') is None else int(kwargs['depth'])
     teacher = 'F' * depth
-    if checkpoint and len([n for n in names if resolve_arch(n, depth) != teacher]) != 1:
+    letters = mixer_table_of(kwargs).letters  # the declared letters (mixers=, default L, W, F)
+    if checkpoint and len([n for n in names if resolve_arch(n, depth, letters) != teacher]) != 1:
         raise ValueError('--checkpoint needs exactly one non-teacher --arch: the exported hybrid\'s arch')
     entries: List[Entry] = []
     for name in names:
-        arch = resolve_arch(name, depth)
+        arch = resolve_arch(name, depth, letters)
         entry_kwargs = dict(kwargs, arch=arch)
         if checkpoint and arch != teacher:
             entry_kwargs['checkpoint'] = str(checkpoint)

@@ -25,6 +25,7 @@ from .depth import (
 )
 from .distiller import FeatureDistiller
 from .hooks import ArchSpecHook, SupernetSamplerHook
+from .mixers import mirror_mixers
 from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
 from .registry import registered_types
@@ -37,4 +38,4 @@ __all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CityscapesDepthDataset
            'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
            'LoadZeroShotDepth', 'PseudoLabelDepthEstimator', 'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid',
            'SintelDepthDataset', 'SupernetSamplerHook', 'check_checkpoint_fits', 'enable_runner_checkpoint_loading',
-           'load_local_checkpoint', 'registered_types']
+           'load_local_checkpoint', 'mirror_mixers', 'registered_types']

@@ -1,6 +1,6 @@
 """Export a searched arch: a standalone JetViT checkpoint, a downstream checkpoint and a fine-tuning config."""
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Mapping, Optional
 
 import torch
 from mmengine.config import Config
@@ -22,7 +22,7 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
       its backbone replaced: ``tools/test.py CONFIG this.pth --cfg-options model.backbone.arch=<arch>``.
     - ``finetune_<arch>.py`` (with ``distill_config``): distillation of the fixed hybrid from the teacher.
     """
-    build_args = {k: v for k, v in supernet.build_args.items() if v is not None}
+    build_args = {k: _plain(v) for k, v in supernet.build_args.items() if v is not None}
     if distill_config is not None:
         check_distill_teacher(Path(distill_config), build_args['model_name'])
     state = supernet.subnet_state_dict(arch)  # checks the arch; holds the subnet's spec
@@ -46,6 +46,15 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
         paths['finetune_config'].write_text(finetune_config(arch, Path(distill_config).resolve(), paths['backbone'],
                                                             build_args))
     return paths
+
+
+def _plain(value):
+    """``value`` as plain Python data (a config's ``ConfigDict`` of ``mixers`` as a dict), for weights-only loads."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value) if type(value) in (list, tuple) else [_plain(v) for v in value]
+    return value
 
 
 def export_from_checkpoint(cfg: Config, checkpoint: str, arch: str, out_dir: Path,

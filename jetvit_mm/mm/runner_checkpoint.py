@@ -10,10 +10,10 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from jetvit_mm.models.arch import ArchSpec, spec_from_meta, spec_from_state
+from jetvit_mm.models.arch import ArchSpec, mixer_table_of, spec_from_meta, spec_from_state
 from jetvit_mm.models.checkpoints import strip_prefix
 from jetvit_mm.models.supernet import parse_search_space, step2_search_space
-from jetvit_mm.models.variants import get_variant
+from jetvit_mm.models.teachers import teacher_depth
 
 from .config_text import literal_assignments
 
@@ -47,12 +47,13 @@ def legacy_spec(meta: Dict[str, Any], name: str) -> Optional[ArchSpec]:
     if not isinstance(cfg, dict):
         return None
     if str(cfg.get('type', '')).split('.')[-1] == 'JetViTSupernet':
-        space = cfg.get('search_space') or 'LW'
+        letters = mixer_table_of(cfg).letters
+        space = cfg.get('search_space') or mixer_table_of(cfg).efficient_letters
         if cfg.get('step1_arch'):
-            space = step2_search_space(cfg['step1_arch'])
-        depth = cfg.get('depth') or get_variant(cfg.get('model_name', 'dinov3_vitb16')).depth
+            space = step2_search_space(cfg['step1_arch'], letters)
+        depth = cfg.get('depth') or teacher_depth(cfg.get('model_name', 'dinov3_vitb16'))
         return ArchSpec.build(cfg.get('model_name'), cfg, search_space=parse_search_space(space, len(space)
-                              if not isinstance(space, str) else depth))
+                              if not isinstance(space, str) else depth, letters))
     arch = cfg.get('arch')
     return ArchSpec.build(cfg.get('model_name'), cfg, arch=arch) if isinstance(arch, str) else None
 

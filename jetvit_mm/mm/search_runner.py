@@ -15,7 +15,7 @@ from mmengine.runner import Runner
 from torch import nn
 
 from jetvit_mm.distill.losses import distill_loss
-from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec
+from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec, mixer_table_of
 from jetvit_mm.models.checkpoints import strip_prefix
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
@@ -56,7 +56,7 @@ EVALUATOR_METRICS = {
                                for name in ('mAP', 'mAP_50', 'mAP_75', 'mAP_s', 'mAP_m', 'mAP_l')],
 }
 BACKBONE_KEYS = ('model_name', 'window_size', 'linear_cfg', 'embed_dim', 'depth', 'num_heads', 'qkv_bias',
-                 'pos_embed_interp', 'out_indices')
+                 'pos_embed_interp', 'out_indices', 'window_kernel', 'mixers')
 
 
 def check_metric(metric: str, evaluator_cfg: Optional[dict]) -> bool:
@@ -114,7 +114,12 @@ def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
                          f'and teacher.* weights (a tools/train.py checkpoint of a FeatureDistiller with a '
                          f'JetViTSupernet student)')
     args = backbone_args(cfg)
-    search_space = [''.join(sorted(space[i], key='LWF'.index)) for i in range(len(space))]
+    declared = mixer_table_of(args).letters  # the candidates in the order the config declares its letters
+
+    def rank(letter: str) -> int:
+        return declared.index(letter) if letter in declared else len(declared)  # undeclared: refused below
+
+    search_space = [''.join(sorted(space[i], key=rank)) for i in range(len(space))]
     supernet = JetViTSupernet(search_space=search_space, **args)
     check_trained_spec(saved_spec(state, raw.get('meta') or {}, 'student.', path), supernet.spec, path)
     student[SPEC_KEY] = supernet.get_extra_state()  # checked above (a checkpoint written before specs has none)

@@ -1,11 +1,13 @@
-"""The arch as one piece of data: the model, the mixer of each layer and the mixers' parameter-free options.
+"""The arch as one piece of data: the model, the mixer of each layer and the letter -> mixer type table with the
+mixers' parameter-free options.
 
 W and F layers have the same parameters, and the W window and the L options have none of their own, so weights
 alone cannot say what a model computes. An :class:`ArchSpec` does: every JetViT saves its spec in its state dict
 (key :data:`SPEC_KEY`, a uint8 tensor of JSON, through torch's ``get_extra_state``), so it survives
 ``weights_only`` loads, safetensors, prefixes and key renaming, and every load compares it with the model's own
-(:func:`check_spec`). The options are :func:`~jetvit_mm.models.mixers.mixing_args`: the one place that lists the
-options that change what a layer computes and excludes deployment switches (``precision``, ``kernel_init``, ...).
+(:func:`check_spec`). Per letter it records the registered type and its options
+(:meth:`~jetvit_mm.models.mixers.MixerEntry.spec_options`: the one place that excludes deployment switches and
+initialisations, ``precision``, ``kernel_init``, ...).
 """
 import json
 from dataclasses import dataclass
@@ -14,14 +16,15 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from .mixers import mixing_args
+from .mixers import DEFAULT_MIXERS, MixerTable, option_name
 
-__all__ = ['SPEC_KEY', 'SPEC_META_KEY', 'ArchSpec', 'check_spec', 'spec_from_meta', 'spec_from_state']
+__all__ = ['SPEC_KEY', 'SPEC_META_KEY', 'ArchSpec', 'check_spec', 'mixer_table_of', 'spec_from_meta',
+           'spec_from_state']
 
 SPEC_KEY = '_extra_state'  # torch's name for a module's extra state in its state dict
 SPEC_META_KEY = 'jetvit_specs'  # checkpoint meta: {module name ('' for a bare JetViT): spec dict}
 _FORMAT = 'jetvit_arch_spec'
-_VERSION = 1
+_VERSION = 2  # 2: a type and options per letter ('mixers'); 1: options only, the letters L, W, F of the default table
 
 
 def _frozen(options: Optional[Mapping[str, Mapping[str, Any]]]) -> Optional[Mapping[str, Mapping[str, Any]]]:
@@ -29,6 +32,26 @@ def _frozen(options: Optional[Mapping[str, Mapping[str, Any]]]) -> Optional[Mapp
         return None
     plain = json.loads(json.dumps({str(k): dict(v) for k, v in options.items()}))  # the values JSON gives back
     return MappingProxyType({k: MappingProxyType(v) for k, v in sorted(plain.items())})
+
+
+def mixer_table_of(build_args: Optional[Mapping[str, Any]]) -> MixerTable:
+    """The mixer table a model built with ``build_args`` (its ``mixers``, ``window_size``, ``linear_cfg``,
+    ``window_kernel``) declares."""
+    args = build_args or {}
+    return MixerTable.from_args(args.get('mixers'), args.get('window_size'), args.get('linear_cfg'),
+                                args.get('window_kernel'))
+
+
+def _v1_mixers(options: Optional[Mapping[str, Mapping[str, Any]]]) -> Optional[Dict[str, Dict[str, Any]]]:
+    """A version-1 spec's options (``window_size``, ``linear_cfg.<key>`` of the default L, W, F) as a table."""
+    if options is None:
+        return None
+    out = {}
+    for letter, values in options.items():
+        entry = dict(type=DEFAULT_MIXERS[letter]['type'])
+        entry.update({k.split('.', 1)[1] if k.startswith('linear_cfg.') else k: v for k, v in values.items()})
+        out[letter] = entry
+    return out
 
 
 @dataclass(frozen=True)
@@ -39,30 +62,32 @@ class ArchSpec:
         model_name: the teacher variant (``dinov3_vitb16``, ...); None when unknown (an old checkpoint).
         arch: one mixer letter per layer; None for a supernet.
         search_space: a supernet's candidate letters per layer; None for a plain JetViT.
-        options: per letter, its parameter-free options (``window_size``, ``linear_cfg.<key>``); None when unknown
-            (an old checkpoint that named only its arch).
+        mixers: the letter -> mixer table of the letters it uses: per letter ``{'type': <registered type>,
+            **options}`` (its parameter-free options, defaults filled in); None when unknown (an old checkpoint
+            that named only its arch).
     """
 
     model_name: Optional[str]
     arch: Optional[str] = None
     search_space: Optional[Tuple[str, ...]] = None
-    options: Optional[Mapping[str, Mapping[str, Any]]] = None
+    mixers: Optional[Mapping[str, Mapping[str, Any]]] = None
 
     def __post_init__(self) -> None:
         if (self.arch is None) == (self.search_space is None):
             raise ValueError('an ArchSpec has either an arch (a JetViT) or a search space (a supernet)')
         if self.search_space is not None:
             object.__setattr__(self, 'search_space', tuple(self.search_space))
-        object.__setattr__(self, 'options', _frozen(self.options))
+        object.__setattr__(self, 'mixers', _frozen(self.mixers))
 
     @classmethod
-    def build(cls, model_name: Optional[str], build_args: Optional[Dict[str, Any]], arch: Optional[str] = None,
+    def build(cls, model_name: Optional[str], build_args: Optional[Mapping[str, Any]], arch: Optional[str] = None,
               search_space: Optional[Sequence[str]] = None) -> 'ArchSpec':
-        """The spec of a model built with ``build_args`` (its ``window_size`` and ``linear_cfg``) and ``arch`` (or
-        ``search_space``): the options of every letter it uses, defaults filled in."""
+        """The spec of a model built with ``build_args`` (its mixer table: ``mixers`` and the shorthands
+        ``window_size``, ``linear_cfg``, ``window_kernel``) and ``arch`` (or ``search_space``): the type and options
+        of every letter it uses, defaults filled in."""
         letters = arch if arch is not None else ''.join(search_space or ())
-        options = {letter: mixing_args(build_args, letter) for letter in sorted(set(letters))}
-        return cls(model_name, arch, tuple(search_space) if search_space is not None else None, options)
+        return cls(model_name, arch, tuple(search_space) if search_space is not None else None,
+                   mixer_table_of(build_args).spec_entries(letters))
 
     # ---------------------------------------------------------------------------------------------- properties
     @property
@@ -82,19 +107,26 @@ class ArchSpec:
         return f'arch {self.arch!r}' if self.arch is not None else f'candidates {list(self.search_space)}'
 
     # ---------------------------------------------------------------------------------------------- serialised
+    def types(self) -> Dict[str, str]:
+        """The letter -> mixer type table (``{}`` when unknown)."""
+        return {letter: entry['type'] for letter, entry in (self.mixers or {}).items()}
+
     def to_dict(self) -> Dict[str, Any]:
         return dict(format=_FORMAT, version=_VERSION, model_name=self.model_name, arch=self.arch,
                     search_space=list(self.search_space) if self.search_space is not None else None,
-                    options=None if self.options is None else {k: dict(v) for k, v in self.options.items()})
+                    mixers=None if self.mixers is None else {k: dict(v) for k, v in self.mixers.items()})
 
     @classmethod
     def from_dict(cls, data: Any, source: str = 'checkpoint') -> 'ArchSpec':
         if not isinstance(data, dict) or data.get('format') != _FORMAT:
             raise ValueError(f'{source}: not a JetViT arch spec: {str(data)[:200]!r}')
+        if data.get('version') == 1:  # written before letters were declared: the default table's L, W, F
+            return cls(data.get('model_name'), data.get('arch'), data.get('search_space'),
+                       _v1_mixers(data.get('options')))
         if data.get('version') != _VERSION:
             raise ValueError(f'{source}: arch spec version {data.get("version")!r}; this jetvit_mm reads '
-                             f'version {_VERSION}')
-        return cls(data.get('model_name'), data.get('arch'), data.get('search_space'), data.get('options'))
+                             f'versions 1 and {_VERSION}')
+        return cls(data.get('model_name'), data.get('arch'), data.get('search_space'), data.get('mixers'))
 
     def to_tensor(self) -> torch.Tensor:
         """The spec as a uint8 tensor of JSON (what the state dict holds)."""
@@ -112,15 +144,28 @@ class ArchSpec:
         return cls.from_dict(data, source)
 
     # ---------------------------------------------------------------------------------------------- comparison
+    def type_differences(self, other: 'ArchSpec') -> Dict[str, Tuple[Optional[str], Optional[str]]]:
+        """``{letter: (this type, other type)}`` for this spec's letters whose mixer type differs (none when either
+        side does not know its table)."""
+        if self.mixers is None or other.mixers is None:
+            return {}
+        mine, theirs = self.types(), other.types()
+        return {letter: (mine.get(letter), theirs.get(letter)) for letter in self.letters
+                if letter in theirs and mine.get(letter) != theirs[letter]}
+
     def option_differences(self, other: 'ArchSpec') -> Dict[str, Tuple[Any, Any]]:
-        """``{option: (this value, other value)}`` for the options of this spec's letters that differ (none when
-        either side does not know its options)."""
-        if self.options is None or other.options is None:
+        """``{option: (this value, other value)}`` for the options of this spec's letters that differ, named as a
+        user sets them (``window_size``, ``linear_cfg.conv``, ``mixers.P.pool_size``; none when either side does
+        not know its table). A letter of another type differs in ``mixers.<letter>.type``."""
+        if self.mixers is None or other.mixers is None:
             return {}
         out = {}
         for letter in self.letters:
-            mine, theirs = self.options.get(letter, {}), other.options.get(letter, {})
-            out.update({k: (v, theirs.get(k)) for k, v in mine.items() if theirs.get(k) != v})
+            mine, theirs = dict(self.mixers.get(letter, {})), dict(other.mixers.get(letter, {}))
+            type_name = mine.get('type', '')
+            for key in sorted(set(mine) | set(theirs), key=lambda k: (k != 'type', k)):
+                if mine.get(key) != theirs.get(key):
+                    out[option_name(letter, type_name, key)] = (mine.get(key), theirs.get(key))
         return out
 
 
@@ -141,8 +186,18 @@ def refusal(saved: ArchSpec, model: ArchSpec, what: str = 'JetViT') -> Optional[
         return (f'holds a supernet with {saved.describe()}, but this model has {model.describe()}: build it with '
                 f'search_space={list(saved.search_space)}')
     if not saved.is_supernet and saved.arch != model.arch:
+        foreign = {letter: t for letter, t in saved.types().items() if letter not in model.types()
+                   and DEFAULT_MIXERS.get(letter, {}).get('type') != t}  # a letter the model may not declare
+        declare = ''.join(f' (its {letter!r} is {t}: mixers.{letter}=dict(type={t!r}, ...))'
+                          for letter, t in foreign.items())
         return (f'holds a {what} with arch {saved.arch!r}, but this model has arch {model.arch!r}: build it with '
-                f'arch={saved.arch!r}')
+                f'arch={saved.arch!r}{declare}')
+    types = saved.type_differences(model)
+    if types:
+        return (f'holds a {what} whose ' + ', '.join(f'{letter!r} is {a}' for letter, (a, _) in types.items())
+                + ', but this model\'s ' + ', '.join(f'{letter!r} is {b}' for letter, (_, b) in types.items())
+                + ': declare ' + ', '.join(f'mixers.{letter}=dict(type={a!r}, ...)'
+                                           for letter, (a, _) in types.items()))
     differ = saved.option_differences(model)
     if differ:
         return (f'holds a {what} built with ' + ', '.join(f'{k}={a!r}' for k, (a, _) in differ.items())

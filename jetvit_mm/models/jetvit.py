@@ -3,18 +3,16 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-import timm
 import torch
-from timm.layers import LayerScale
 from torch import nn
 
 from .arch import SPEC_KEY, ArchSpec, check_spec
 from .checkpoints import check_state_keys, jetvit_part, read_checkpoint, strip_prefix, to_jetvit_names
-from .mixers import build_mixer, validate_arch
+from .mixers import MixerTable, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .rope_grid import rope_embed_for_grid
+from .teachers import create_teacher, layer_scale, teacher_qkv
 from .tracing import check_not_legacy_onnx_export, exporting
-from .variants import get_variant
 
 INHERIT = ('all', 'mlp')
 ROPE_PERIODS = ('checkpoint', 'computed')
@@ -40,41 +38,36 @@ def _drop_rope_cache(module: nn.Module, incompatible_keys: Any = None) -> None:
     module.__dict__.pop('_rope_cache', None)
 
 
-def _layer_scale(block: nn.Module, index: int) -> nn.Module:
-    """timm ViT blocks own ``ls1``/``ls2``; timm Eva blocks own ``gamma_1``/``gamma_2`` parameters."""
-    if hasattr(block, f'ls{index}'):
-        return getattr(block, f'ls{index}')
-    gamma = getattr(block, f'gamma_{index}')
-    if gamma is None:
-        return nn.Identity()
-    layer = LayerScale(gamma.shape[0])
-    layer.gamma.data.copy_(gamma.data)
-    return layer
-
-
 def _copy_teacher_attention(mixer: nn.Module, attn: nn.Module) -> None:
-    """Give ``mixer`` the timm attention's q/k/v/o (timm's Eva keeps q/v biases apart, k bias fixed to 0)."""
+    """Give a mixer that inherits ``qkv_proj`` the timm attention's q/k/v/o (fused; a missing bias becomes 0)."""
+    if getattr(mixer, 'inherits', 'qkv_proj') != 'qkv_proj':
+        return  # the mixer starts from its own initialisation
+    weight, bias = teacher_qkv(attn)
     with torch.no_grad():
-        mixer.qkv.weight.copy_(attn.qkv.weight)
+        mixer.qkv.weight.copy_(weight)
         if mixer.qkv.bias is not None:
-            if getattr(attn, 'q_bias', None) is not None:
-                mixer.qkv.bias.copy_(torch.cat([attn.q_bias, torch.zeros_like(attn.q_bias), attn.v_bias]))
-            elif attn.qkv.bias is not None:
-                mixer.qkv.bias.copy_(attn.qkv.bias)
+            if bias is not None:
+                mixer.qkv.bias.copy_(bias)
             else:
                 mixer.qkv.bias.zero_()
         mixer.proj.load_state_dict(attn.proj.state_dict())
 
 
 class JetViT(nn.Module):
-    """A teacher ViT from timm (DINOv3 or DINOv2) with one token mixer per layer: ``arch`` = 'L'/'W'/'F' letters.
+    """A teacher ViT from timm with one token mixer per layer: ``arch`` = one declared letter per layer.
 
-    ``arch='F' * depth`` (the default) is the teacher itself. Every teacher weight loads into every
-    mixer (they share ``qkv``/``proj``); only the linear mixer's conv/generator parameters are new.
+    ``arch='F' * depth`` (the default) is the teacher itself. Every teacher attention weight loads into every mixer
+    that inherits ``qkv_proj`` (they share ``qkv``/``proj``); only the mixers' own parameters are new.
 
     Args:
-        model_name: one of :data:`~jetvit_mm.models.variants.VARIANTS` (``dinov3_vitb16``, ``dinov2_vitl14``, ...).
-        arch: one letter per layer from L (linear), W (window), F (full attention).
+        model_name: one of :data:`~jetvit_mm.models.variants.VARIANTS` (``dinov3_vitb16``, ``dinov2_vitl14``, ...)
+            or a timm model name of a supported family (:mod:`~jetvit_mm.models.teachers`: timm
+            ``VisionTransformer`` and ``Eva`` models, e.g. ``vit_large_patch14_reg4_dinov2``,
+            ``eva02_base_patch14_224``).
+        arch: one letter per layer, each declared in ``mixers`` (default L linear, W window, F full attention).
+        mixers: the declared letters, letter -> ``dict(type=<registered mixer type>, **options)``; default
+            :data:`~jetvit_mm.models.mixers.DEFAULT_MIXERS` (L, W, F). ``window_size``, ``window_kernel`` and
+            ``linear_cfg`` are shorthands for options of its W and L entries.
         checkpoint: local weights in any supported format (official DINOv3, timm, Hugging Face DINOv3,
             DepthAnythingV2, JetViT's own), loaded strictly and safely.
         inherit: ``'all'`` keeps the checkpoint's q/k/v/o in every mixer; ``'mlp'`` re-initialises them in
@@ -90,8 +83,9 @@ class JetViT(nn.Module):
         drop_path_rate: stochastic depth, linear over depth.
         embed_dim, depth, num_heads: overrides for small models.
         qkv_bias: override the variant's qkv bias (DINOv3 S/B/L in timm: False, their biases are zero).
-        pos_embed_interp: DINOv2 position embeddings for other grids: ``'dinov2'`` (original/DepthAnythingV2
-            convention), ``'timm'`` or ``'hf'`` (Hugging Face ``Dinov2Model``).
+        pos_embed_interp: absolute position embeddings for other grids: ``'dinov2'`` (original/DepthAnythingV2
+            convention; the default for the short names), ``'timm'`` (the default for timm model names: as the
+            timm model computes) or ``'hf'`` (Hugging Face ``Dinov2Model``).
         rope_periods: DINOv3 RoPE periods: ``'checkpoint'`` (default) takes them from a checkpoint that holds them
             (official files store them rounded to bf16, and the official model computes with those values) and
             saves them in the state dict (``rope.periods``); ``'computed'`` always uses the fp32 values computed
@@ -105,7 +99,7 @@ class JetViT(nn.Module):
             checkpoint: Optional[Union[str, Path]] = None,
             inherit: str = 'all',
             out_indices: Optional[Sequence[int]] = None,
-            window_size: int = 16,
+            window_size: Optional[int] = None,
             linear_cfg: Optional[dict] = None,
             frozen: bool = False,
             drop_path_rate: float = 0.,
@@ -113,60 +107,69 @@ class JetViT(nn.Module):
             depth: Optional[int] = None,
             num_heads: Optional[int] = None,
             qkv_bias: Optional[bool] = None,
-            pos_embed_interp: str = 'dinov2',
+            pos_embed_interp: Optional[str] = None,
             rope_periods: str = 'checkpoint',
-            window_kernel: str = 'auto',
+            window_kernel: Optional[str] = None,
+            mixers: Optional[Dict[str, Dict[str, Any]]] = None,
     ) -> None:
         super().__init__()
-        variant = get_variant(model_name)
         if inherit not in INHERIT:
             raise ValueError(f'unknown inherit {inherit!r}; valid: {", ".join(INHERIT)}')
         if rope_periods not in ROPE_PERIODS:
             raise ValueError(f'unknown rope_periods {rope_periods!r}; valid: {", ".join(ROPE_PERIODS)}')
-        if pos_embed_interp not in POS_EMBED_INTERP:
+        if pos_embed_interp is not None and pos_embed_interp not in POS_EMBED_INTERP:
             raise ValueError(f'unknown pos_embed_interp {pos_embed_interp!r}; valid: {", ".join(POS_EMBED_INTERP)}')
+        table = MixerTable.from_args(mixers, window_size, linear_cfg, window_kernel)
         overrides = {k: v for k, v in dict(embed_dim=embed_dim, depth=depth, num_heads=num_heads,
                                             qkv_bias=qkv_bias).items() if v is not None}
-        teacher = timm.create_model(variant.timm_name, pretrained=False, num_classes=0, dynamic_img_size=True,
-                                    drop_path_rate=drop_path_rate, **overrides)
+        teacher, variant = create_teacher(model_name, drop_path_rate, **overrides)
         self.build_args = dict(model_name=model_name, out_indices=out_indices, window_size=window_size,
                                linear_cfg=linear_cfg, drop_path_rate=drop_path_rate, embed_dim=embed_dim, depth=depth,
                                num_heads=num_heads, qkv_bias=qkv_bias, pos_embed_interp=pos_embed_interp,
-                               rope_periods=rope_periods, window_kernel=window_kernel)
+                               rope_periods=rope_periods, window_kernel=window_kernel, mixers=mixers)
         self.model_name = model_name
-        self.family = variant.family
+        self.family = variant.family if variant is not None else type(teacher).__name__
         self.embed_dim = teacher.embed_dim
         self.depth = len(teacher.blocks)
         self.num_heads = teacher.blocks[0].attn.num_heads
-        self.patch_size = variant.patch_size
+        self.patch_size = int(teacher.patch_embed.patch_size[0])
         self.num_prefix_tokens = teacher.num_prefix_tokens
-        self.arch = validate_arch(arch if arch is not None else 'F' * self.depth, self.depth)
+        self.mixer_table = table
+        self.arch = validate_arch(arch if arch is not None else 'F' * self.depth, self.depth, table.letters)
         self.inherit = inherit
-        self.pos_embed_interp = pos_embed_interp
+        # an alias keeps the original DINOv2 / DepthAnythingV2 convention; a timm name computes as its timm model
+        self.pos_embed_interp = pos_embed_interp or ('dinov2' if variant is not None else 'timm')
         self.frozen = frozen
         self.out_indices = self._normalise_indices(
-            out_indices if out_indices is not None else variant.out_indices_for(self.depth))
+            out_indices if out_indices is not None
+            else variant.out_indices_for(self.depth) if variant is not None else (self.depth - 1,))
 
         self.patch_embed = teacher.patch_embed
         self.cls_token = teacher.cls_token
-        self.reg_token = teacher.reg_token
+        self.reg_token = getattr(teacher, 'reg_token', None)
         self.pos_embed = teacher.pos_embed
-        self.rope = teacher.rope if variant.family == 'dinov3' else None
+        # position embeddings of the prefix tokens too, or of the patches only (timm's no_embed_class)
+        self.pos_embed_prefix = 0 if getattr(teacher, 'no_embed_class', False) else self.num_prefix_tokens
+        self.norm_pre = getattr(teacher, 'norm_pre', nn.Identity())
+        self.rope = getattr(teacher, 'rope', None)
         self.rope_periods = rope_periods
         if self.rope is not None and rope_periods == 'checkpoint':  # timm keeps them out of the state dict
             self.rope._non_persistent_buffers_set.discard('periods')
         self.register_load_state_dict_post_hook(_drop_rope_cache)
         teacher_attn = teacher.blocks[0].attn
-        self.qkv_bias = teacher_attn.qkv.bias is not None or getattr(teacher_attn, 'q_bias', None) is not None
+        self.qkv_bias = teacher_qkv(teacher_attn)[1] is not None
+        rotate_half = (variant.family == 'dinov3' if variant is not None
+                       else bool(getattr(teacher_attn, 'rotate_half', False)))
         mixer_args = dict(dim=self.embed_dim, num_heads=self.num_heads, qkv_bias=self.qkv_bias,
-                          num_prefix_tokens=self.num_prefix_tokens, rotate_half=variant.family == 'dinov3',
-                          window_size=window_size, linear_cfg=linear_cfg, window_kernel=window_kernel)
+                          proj_bias=teacher_attn.proj.bias is not None, num_prefix_tokens=self.num_prefix_tokens,
+                          rotate_half=rotate_half, attn_drop=0., proj_drop=0.)
+        table.check(mixer_args, rope_dim=self.embed_dim // self.num_heads if self.rope is not None else None)
         blocks = []
         for letter, block in zip(self.arch, teacher.blocks):
-            mixer = build_mixer(letter, **mixer_args)
+            mixer = table.build(letter, **mixer_args)
             _copy_teacher_attention(mixer, block.attn)
-            blocks.append(JetBlock(block.norm1, mixer, _layer_scale(block, 1), block.drop_path1,
-                                   block.norm2, block.mlp, _layer_scale(block, 2), block.drop_path2))
+            blocks.append(JetBlock(block.norm1, mixer, layer_scale(block, 1), block.drop_path1,
+                                   block.norm2, block.mlp, layer_scale(block, 2), block.drop_path2))
         self.blocks = nn.ModuleList(blocks)
         self.norm = teacher.norm
         self.mixer_args = mixer_args
@@ -210,7 +213,7 @@ class JetViT(nn.Module):
     def reset_efficient_mixers(self) -> None:
         """Re-initialise q/k/v/o of every non-F layer (``inherit='mlp'``): trunc-normal(0.02) weights, zero biases."""
         for letter, block in zip(self.arch, self.blocks):
-            if letter == 'F':
+            if letter == 'F' or getattr(block.attn, 'inherits', 'qkv_proj') != 'qkv_proj':
                 continue
             for layer in (block.attn.qkv, block.attn.proj):
                 nn.init.trunc_normal_(layer.weight, std=.02)
@@ -220,7 +223,7 @@ class JetViT(nn.Module):
     def _apply(self, fn, *args, **kwargs):
         # timm's RoPE recomputes its periods (and drops them from the state dict) when a cast lowers their dtype;
         # keep the loaded values, in fp32
-        periods = self.rope.periods.detach().clone() if self.rope is not None else None
+        periods = self.rope.periods.detach().clone() if getattr(self.rope, 'periods', None) is not None else None
         out = super()._apply(fn, *args, **kwargs)
         persistent = self.rope_periods == 'checkpoint'
         if periods is not None and (not torch.equal(self.rope.periods.cpu(), periods.float().cpu())
@@ -319,13 +322,13 @@ class JetViT(nn.Module):
         check_not_legacy_onnx_export()
         grid = self._grid(x)
         x = self.patch_embed(x).flatten(1, 2)  # NHWC -> [B, h*w, D]
-        prefix = [self.cls_token.expand(x.shape[0], -1, -1)]
-        if self.reg_token is not None:
-            prefix.append(self.reg_token.expand(x.shape[0], -1, -1))
-        x = torch.cat(prefix + [x], dim=1)
-        if self.pos_embed is not None:
-            x = x + resize_pos_embed(self.pos_embed, grid, 1, self.pos_embed_interp)
-        return x, grid, self.rope_embed(grid)
+        prefix = [t.expand(x.shape[0], -1, -1) for t in (self.cls_token, self.reg_token) if t is not None]
+        if self.pos_embed is not None and not self.pos_embed_prefix:  # timm's no_embed_class: patches only
+            x = x + resize_pos_embed(self.pos_embed, grid, 0, self.pos_embed_interp)
+        x = torch.cat(prefix + [x], dim=1) if prefix else x
+        if self.pos_embed is not None and self.pos_embed_prefix:
+            x = x + resize_pos_embed(self.pos_embed, grid, self.pos_embed_prefix, self.pos_embed_interp)
+        return self.norm_pre(x), grid, self.rope_embed(grid)
 
     def rope_embed(self, grid: Tuple[int, int]) -> Optional[torch.Tensor]:
         """DINOv3 RoPE for a patch grid (None without RoPE); outside training cached per grid, device and dtype.

@@ -6,13 +6,15 @@ from torch import nn
 
 from .arch import SPEC_KEY, ArchSpec
 from .jetvit import JetViT
-from .mixers import MIXERS, build_mixer, validate_arch
+from .mixers import MIXERS, validate_arch
 
 SearchSpace = Tuple[str, ...]
 
 
-def parse_search_space(space: Union[str, Sequence[str]], depth: int) -> SearchSpace:
-    """Per-layer candidate letters: ``'LW'`` (every layer) or one string per layer, e.g. ``['LF', 'WF', ...]``."""
+def parse_search_space(space: Union[str, Sequence[str]], depth: int, letters: Optional[str] = None) -> SearchSpace:
+    """Per-layer candidate letters: ``'LW'`` (every layer) or one string per layer, e.g. ``['LF', 'WF', ...]``,
+    each one of ``letters`` (a model's declared letters; default L, W, F)."""
+    letters = ''.join(sorted(MIXERS)) if letters is None else letters
     layers = [space] * depth if isinstance(space, str) else list(space)
     if len(layers) != depth:
         raise ValueError(f'search space has {len(layers)} layers, expected one per layer: {depth}')
@@ -20,17 +22,17 @@ def parse_search_space(space: Union[str, Sequence[str]], depth: int) -> SearchSp
     for i, options in enumerate(layers):
         if not isinstance(options, str) or not options:
             raise ValueError(f'layer {i}: candidates must be a non-empty string of mixer letters, got {options!r}')
-        bad = sorted(set(options) - set(MIXERS))
+        bad = sorted(set(options) - set(letters))
         if bad:
-            raise ValueError(f'layer {i}: unknown mixer letter(s) {bad} in search space {options!r}; '
-                             f'valid letters: {", ".join(sorted(MIXERS))}')
+            raise ValueError(f'layer {i}: unknown mixer letter(s) {bad} in search space {options!r}; valid letters: '
+                             f'{", ".join(sorted(letters))} (the declared ones; more are declared with mixers=...)')
         out.append(''.join(dict.fromkeys(options)))  # de-duplicated, order kept
     return tuple(out)
 
 
-def step2_search_space(step1_arch: str) -> SearchSpace:
+def step2_search_space(step1_arch: str, letters: Optional[str] = None) -> SearchSpace:
     """Step 2 of the search: each layer keeps its Step-1 winner or becomes full attention."""
-    validate_arch(step1_arch)
+    validate_arch(step1_arch, letters=letters)
     return tuple(letter if letter == 'F' else letter + 'F' for letter in step1_arch)
 
 
@@ -53,29 +55,35 @@ class JetViTSupernet(JetViT):
     active path; ``extract_subnet`` / ``subnet_state_dict`` turn a path into a plain :class:`JetViT`.
 
     Args:
-        search_space: candidate letters per layer (``'LW'`` for Step 1, or a list with one string per layer).
+        search_space: candidate letters per layer (a string for every layer, or a list with one string per layer);
+            default: every declared letter except F (Step 1; ``'LW'`` for the default letters). A layer holds any
+            number of candidates.
         step1_arch: Step 2's space from Step 1's winner: each layer {its Step-1 letter, F}.
         freeze_mlp: keep the shared MLPs fixed (Jet-Nemotron's PostNAS does).
         Other arguments as :class:`JetViT` (its ``arch`` is the initial active path, default each layer's first).
     """
 
-    def __init__(self, search_space: Optional[Union[str, Sequence[str]]] = 'LW', step1_arch: Optional[str] = None,
+    def __init__(self, search_space: Optional[Union[str, Sequence[str]]] = None, step1_arch: Optional[str] = None,
                  arch: Optional[str] = None, checkpoint: Optional[str] = None, inherit: str = 'all',
                  freeze_mlp: bool = False, **jetvit_args) -> None:
         super().__init__(**jetvit_args)
+        letters = self.mixer_table.letters
         if step1_arch is not None:
-            if search_space not in (None, 'LW'):
+            if search_space is not None:
                 raise ValueError('give either search_space or step1_arch (Step 2: each layer {winner, F}), not both')
-            search_space = step2_search_space(validate_arch(step1_arch, self.depth))
-        self.search_space = parse_search_space(search_space, self.depth)
+            search_space = step2_search_space(validate_arch(step1_arch, self.depth, letters), letters)
+        if search_space is None:
+            search_space = self.mixer_table.efficient_letters or 'F'
+        self.search_space = parse_search_space(search_space, self.depth, letters)
         for block, options in zip(self.blocks, self.search_space):
             teacher_attn = block.attn
             candidates = {}
             for letter in options:
-                mixer = build_mixer(letter, **self.mixer_args)
-                with torch.no_grad():
-                    mixer.qkv.load_state_dict(teacher_attn.qkv.state_dict())
-                    mixer.proj.load_state_dict(teacher_attn.proj.state_dict())
+                mixer = self.mixer_table.build(letter, **self.mixer_args)
+                if getattr(mixer, 'inherits', 'qkv_proj') == 'qkv_proj':
+                    with torch.no_grad():
+                        mixer.qkv.load_state_dict(teacher_attn.qkv.state_dict())
+                        mixer.proj.load_state_dict(teacher_attn.proj.state_dict())
                 candidates[letter] = mixer
             block.attn = SupernetMixer(candidates)
         if checkpoint is not None:
@@ -96,7 +104,7 @@ class JetViTSupernet(JetViT):
 
     def set_arch(self, arch: str) -> None:
         """Activate one candidate per layer; ValueError naming the layer and its candidates otherwise."""
-        validate_arch(arch, self.depth)
+        validate_arch(arch, self.depth, self.mixer_table.letters)
         for i, (letter, options) in enumerate(zip(arch, self.search_space)):
             if letter not in options:
                 raise ValueError(f'arch {arch!r}: layer {i} has no {letter!r} candidate (candidates: {options})')
@@ -108,7 +116,7 @@ class JetViTSupernet(JetViT):
         """Re-initialise q/k/v/o of every non-F candidate (``inherit='mlp'``)."""
         for block in self.blocks:
             for letter, mixer in block.attn.candidates.items():
-                if letter != 'F':
+                if letter != 'F' and getattr(mixer, 'inherits', 'qkv_proj') == 'qkv_proj':
                     for layer in (mixer.qkv, mixer.proj):
                         nn.init.trunc_normal_(layer.weight, std=.02)
                         if layer.bias is not None:

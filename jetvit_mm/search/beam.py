@@ -1,6 +1,8 @@
 """Stage-wise beam search over arch strings: a pure function of (start, moves, score, cost, seed).
 
-Step 1 starts all-L and turns one L into W per stage until the gain plateaus; Step 2 starts from Step 1's
+Step 1 searches among the efficient kinds (every declared letter except F), ordered from the cheapest to the dearest
+(today's letters: L, then W): it starts with every layer at its cheapest candidate and moves one layer to a dearer
+kind per stage until the gain plateaus (L -> W for the default letters); Step 2 starts from Step 1's
 best and turns one non-F layer into F per stage until the score reaches the teacher's (minus a tolerance)
 or ``max_full`` F layers. Scores are "higher is better" (negate a lower-is-better metric before). A NaN or
 infinite score ranks below every finite one (with a warning): it never reorders the finite ones.
@@ -50,9 +52,46 @@ def _ranked(score: float) -> float:
     return score if math.isfinite(score) else -math.inf
 
 
-def step1_moves(arch: str) -> List[str]:
-    """Turn one L into W."""
-    return [arch[:i] + 'W' + arch[i + 1:] for i, letter in enumerate(arch) if letter == 'L']
+def step1_moves(arch: str, order: str = 'LW', search_space: Optional[Sequence[str]] = None) -> List[str]:
+    """Move one layer to a dearer kind: any letter after its own in ``order`` (cheapest first) that is one of
+    the layer's candidates in ``search_space`` (default: every letter of ``order``). Default: turn one L into W."""
+    moves = []
+    for i, letter in enumerate(arch):
+        candidates = order if search_space is None else search_space[i]
+        dearer = order[order.index(letter) + 1:] if letter in order else ''
+        moves += [arch[:i] + kind + arch[i + 1:] for kind in dearer if kind in candidates]
+    return moves
+
+
+def step1_start(order: str, search_space: Sequence[str]) -> str:
+    """Step 1's first arch: every layer at its cheapest candidate by ``order``."""
+    start = []
+    for i, options in enumerate(search_space):
+        known = [letter for letter in order if letter in options]
+        if not known or set(options) - set(order):
+            raise ValueError(f'layer {i}: candidates {options!r} are not all in the step-1 order {order!r}')
+        start.append(known[0])
+    return ''.join(start)
+
+
+def step1_order(letters: Iterable[str], latency: Optional[Dict[str, float]] = None,
+                order: Optional[str] = None) -> str:
+    """The efficient kinds ``letters`` (F excluded) from the cheapest to the dearest: ``order`` as the user gives it
+    (checked to hold each of them once), else by ``latency`` (ms per block; ties keep the declaration order), else
+    in declaration order."""
+    kinds = ''.join(dict.fromkeys(letter for letter in letters if letter != 'F'))
+    if order is not None:
+        if not isinstance(order, str) or sorted(order) != sorted(kinds):
+            raise ValueError(f'step-1 order {order!r} must list each efficient kind of the search space once, '
+                             f'cheapest first: a permutation of {kinds!r}')
+        return order
+    if latency is not None:
+        missing = [k for k in kinds if k not in latency]
+        if missing:
+            raise ValueError(f'the latency table has no entry for {missing}: it cannot order the step-1 kinds '
+                             f'{kinds!r}; give an order')
+        return ''.join(sorted(kinds, key=lambda k: (latency[k], kinds.index(k))))
+    return kinds
 
 
 def step2_moves(arch: str) -> List[str]:
@@ -166,11 +205,19 @@ def target_stop(target: Optional[float], max_full: Optional[int]):
 
 
 def search_step1(score: Score, depth: int, beam_width: int = 4, min_gain: float = 0.0,
-                 max_stages: Optional[int] = None, **kwargs) -> SearchResult:
-    """Step 1: from all-L, L -> W moves until the plateau; the best arch of the stages whose gain was kept wins."""
+                 max_stages: Optional[int] = None, order: str = 'LW', search_space: Optional[Sequence[str]] = None,
+                 **kwargs) -> SearchResult:
+    """Step 1: from every layer at its cheapest kind (all-L by default), moves to dearer kinds (``order``, cheapest
+    first; default L -> W) until the plateau; the best arch of the stages whose gain was kept wins.
+    ``search_space``: the candidates per layer (default: ``order`` in every layer)."""
     if not math.isfinite(min_gain):
         raise ValueError(f'min_gain must be a finite number, got {min_gain}')
-    return beam_search('L' * depth, step1_moves, score, plateau_stop(min_gain, max_stages), beam_width, **kwargs)
+    space = tuple(search_space) if search_space is not None else (order,) * depth
+    if len(space) != depth:
+        raise ValueError(f'search space has {len(space)} layers, expected {depth}')
+    start = step1_start(order, space)
+    return beam_search(start, lambda arch: step1_moves(arch, order, space), score, plateau_stop(min_gain, max_stages),
+                       beam_width, **kwargs)
 
 
 def search_step2(score: Score, start: str, beam_width: int = 4, teacher_score: Optional[float] = None,

@@ -10,19 +10,19 @@ from torch import nn
 
 from jetvit_mm.benchmark.timing import time_interleaved
 from jetvit_mm.models.jetvit import JetBlock, JetViT
-from jetvit_mm.models.mixers import MIXERS, build_mixer
+from jetvit_mm.models.mixers import MIXERS
 
 from .state import write_json_atomic
 
 
 def latency_calls(model: JetViT, x: torch.Tensor) -> Dict[str, Callable[[], torch.Tensor]]:
     """What a latency table times on input ``x``: the shared part (``base``: patch embedding + final norm) and, per
-    mixer letter, one block (the model's first block with that mixer in it)."""
+    letter the model declares, one block (the model's first block with that mixer in it)."""
     tokens, grid, rope = model.prepare_tokens(x)
     calls = {'base': lambda: model.norm(model.prepare_tokens(x)[0])}
     ref = model.blocks[0]
-    for letter in sorted(MIXERS):
-        mixer = build_mixer(letter, **model.mixer_args).to(x.device, x.dtype).eval()
+    for letter in sorted(model.mixer_table.letters):
+        mixer = model.mixer_table.build(letter, **model.mixer_args).to(x.device, x.dtype).eval()
         block = JetBlock(ref.norm1, mixer, ref.ls1, nn.Identity(), ref.norm2, ref.mlp, ref.ls2, nn.Identity())
         calls[letter] = lambda b=block: b(tokens, grid, rope)
     return calls
@@ -55,16 +55,17 @@ def measure_latency_table(model: JetViT, size: Tuple[int, int], device: str = 'c
     return {key: min(times) for key, times in samples.items()}
 
 
-def read_latency_table(path: Path) -> Tuple[Dict[str, float], Optional[list]]:
+def read_latency_table(path: Path, letters: Optional[str] = None) -> Tuple[Dict[str, float], Optional[list]]:
     """``(table, size)`` from a JSON file: a search's ``latency_table.json`` (``{"key": {...}, "table": {...}}``)
-    or a bare ``{"base": ms, "F": ms, "L": ms, "W": ms}`` (``size`` None then). For costing archs with a table
-    measured on the deployment device and size while searching elsewhere."""
+    or a bare ``{"base": ms, "F": ms, "L": ms, "W": ms}`` (``size`` None then), with an entry for each of
+    ``letters`` (a model's declared letters; default L, W, F). For costing archs with a table measured on the
+    deployment device and size while searching elsewhere."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'latency table not found: {path}')
     saved = json.loads(path.read_text())
     table = saved.get('table', saved) if isinstance(saved, dict) else None
-    needed = ['base', *sorted(MIXERS)]
+    needed = ['base', *sorted(MIXERS if letters is None else set(letters))]
     if not isinstance(table, dict) or any(not isinstance(table.get(k), (int, float)) or table[k] < 0 for k in needed):
         raise ValueError(f'{path}: a latency table needs non-negative milliseconds for {", ".join(needed)} '
                          f'(optionally under "table"), got {saved!r}')
@@ -73,6 +74,10 @@ def read_latency_table(path: Path) -> Tuple[Dict[str, float], Optional[list]]:
 
 
 def predict_latency(arch: str, table: Dict[str, float]) -> float:
+    missing = sorted(set(arch) - set(table))
+    if missing:
+        raise ValueError(f'the latency table has no entry for letter(s) {missing} of arch {arch!r}; it has '
+                         f'{sorted(k for k in table if k != "base")}: measure it with the model that declares them')
     return table['base'] + sum(table[letter] for letter in arch)
 
 
@@ -80,7 +85,7 @@ def load_or_measure(cache: Path, model: JetViT, size: Tuple[int, int], device: s
                     key: Optional[dict] = None) -> Dict[str, float]:
     """The latency table from ``cache`` if it was measured for the same model, size and device; else measure it."""
     key = dict(key or {}, size=list(size), device=device, model=model.model_name, embed_dim=model.embed_dim,
-               window=model.mixer_args['window_size'], linear_cfg=str(model.mixer_args['linear_cfg']))
+               mixers=json.dumps(model.mixer_table.spec_entries(model.mixer_table.letters), sort_keys=True))
     if cache.is_file():
         saved = json.loads(cache.read_text())
         if saved.get('key') == key:

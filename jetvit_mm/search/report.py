@@ -1,6 +1,6 @@
 """Search outputs: the Pareto front (score vs predicted latency) and the per-layer gain heat map (Fig. 7)."""
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 from .beam import Stage
 
@@ -15,15 +15,17 @@ def pareto_front(points: Dict[str, Sequence[float]]) -> List[str]:
     return front
 
 
-def layer_gains(stages: Sequence[Stage], scores: Dict[str, float], depth: int) -> List[List[float]]:
-    """Per stage, the score gain of each one-layer move from the previous stage's best arch (NaN if not scored)."""
+def layer_gains(stages: Sequence[Stage], scores: Dict[str, float], depth: int,
+                kind: Optional[str] = None) -> List[List[float]]:
+    """Per stage, the score gain of each one-layer move from the previous stage's best arch (NaN if not scored);
+    with ``kind``, of each move of a layer to that kind only (a heat-map panel per kind)."""
     rows = []
     for previous, stage in zip(stages, stages[1:]):
         parent = previous.best_arch
         row = []
         for i in range(depth):
             child = next((a for a in stage.candidates if a[:i] == parent[:i] and a[i + 1:] == parent[i + 1:]
-                          and a[i] != parent[i]), None)
+                          and a[i] != parent[i] and (kind is None or a[i] == kind)), None)
             row.append(scores[child] - scores[parent] if child in scores else float('nan'))
         rows.append(row)
     return rows
@@ -48,14 +50,29 @@ def plot_pareto(points: Dict[str, Sequence[float]], path: Path, metric: str, tea
     plt.close(fig)
 
 
-def plot_gains(rows: List[List[float]], path: Path, title: str) -> None:
+def plot_gains(rows: Union[List[List[float]], Mapping[str, List[List[float]]]], path: Path, title: str) -> None:
+    """The per-layer gain heat map; ``rows`` per kind (``{letter: rows}``) draws one panel per kind."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     import numpy as np
 
-    data = np.array(rows, dtype=float) if rows else np.zeros((0, 0))
-    fig, ax = plt.subplots(figsize=(max(4, 0.45 * data.shape[1] + 2), max(2, 0.45 * data.shape[0] + 1.5)), dpi=100)
+    panels = (dict(rows) if isinstance(rows, Mapping) else {None: rows}) or {None: []}
+    arrays = {k: np.array(r, dtype=float) if r else np.zeros((0, 0)) for k, r in panels.items()}
+    cols = max(a.shape[1] for a in arrays.values()) if arrays else 0
+    height = max(a.shape[0] for a in arrays.values()) if arrays else 0
+    fig, axes = plt.subplots(1, len(arrays), squeeze=False, dpi=100,
+                             figsize=(len(arrays) * max(4, 0.45 * cols + 2), max(2, 0.45 * height + 1.5)))
+    for ax, (kind, data) in zip(axes[0], arrays.items()):
+        _gain_panel(fig, ax, data, title if kind is None else f'{title}: to {kind}')
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _gain_panel(fig, ax, data, title: str) -> None:
+    import numpy as np
+
     if data.size:
         im = ax.imshow(data, cmap='RdYlGn', aspect='auto')
         fig.colorbar(im, ax=ax, label='score gain')
@@ -67,6 +84,3 @@ def plot_gains(rows: List[List[float]], path: Path, title: str) -> None:
     ax.set_xlabel('layer')
     ax.set_ylabel('beam-search round')
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)

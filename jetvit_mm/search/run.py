@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from .beam import SearchResult, search_step1, search_step2
+from .beam import SearchResult, search_step1, search_step2, step1_order, step1_start
 from .latency import predict_latency
 from .report import layer_gains, pareto_front, plot_gains, plot_pareto
 from .state import read_json, write_json_atomic
 
-__all__ = ['ArchScorer', 'SearchSettings', 'StageOutcome', 'open_state', 'plot_stage', 'run_stage', 'start_arch']
+__all__ = ['ArchScorer', 'SearchSettings', 'StageOutcome', 'open_state', 'plot_stage', 'run_stage', 'stage1_order',
+           'start_arch']
 
 STATE_VERSION = 1
 
@@ -41,6 +42,9 @@ class SearchSettings:
     max_full: Optional[int] = None  # Step 2: at most this many F layers
     latency_budget: Optional[float] = None  # ms: dearer archs are never scored
     seed: int = 0
+    # Step 1's kinds, cheapest first: None = the declaration order (L, W), 'latency' = by the latency table, or
+    # the letters themselves ('LPW')
+    order: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.stage not in (1, 2):
@@ -61,6 +65,7 @@ class StageOutcome:
     points: Dict[str, Tuple[float, float]]  # arch -> (score, higher is better; predicted ms)
     gains: List[List[float]]
     teacher_point: Tuple[float, float]
+    gains_by_kind: Optional[Dict[str, List[List[float]]]] = None  # Step 1 over > 2 kinds: per kind moved to
 
 
 def open_state(state_path: Path, stage: int, identity: Dict[str, Any], resume: bool) -> Dict[str, Any]:
@@ -80,15 +85,30 @@ def open_state(state_path: Path, stage: int, identity: Dict[str, Any], resume: b
     return state
 
 
+def stage1_order(search_space: Sequence[str], order: Optional[str] = None,
+                 latency_table: Optional[Dict[str, float]] = None) -> str:
+    """Step 1's kinds, cheapest first, for a supernet of ``search_space``: ``order`` (the letters, or
+    ``'latency'``: by ``latency_table``), default the declaration order (the order of the candidates)."""
+    letters = ''.join(dict.fromkeys(''.join(search_space)))
+    if 'F' in letters:
+        raise ValueError(f'step 1 needs an {{L, W}} supernet (or any efficient kinds: every declared letter except '
+                         f'F); this one has {tuple(search_space)}')
+    if order == 'latency':
+        if latency_table is None:
+            raise ValueError("step-1 order 'latency' needs a latency table")
+        return step1_order(letters, latency_table)
+    return step1_order(letters, order=order)
+
+
 def start_arch(stage: int, search_space: Sequence[str], state: Dict[str, Any],
-               step1_arch: Optional[str] = None) -> str:
-    """Where a stage starts, checked against the supernet's ``search_space``: Step 1 from all L (an {L, W}
-    supernet), Step 2 from ``step1_arch`` or Step 1's best in the state (a {winner, F} supernet)."""
+               step1_arch: Optional[str] = None, order: Optional[str] = None,
+               latency_table: Optional[Dict[str, float]] = None) -> str:
+    """Where a stage starts, checked against the supernet's ``search_space``: Step 1 from every layer at its
+    cheapest kind (:func:`stage1_order`; all L for an {L, W} supernet), Step 2 from ``step1_arch`` or Step 1's best
+    in the state (a {winner, F} supernet)."""
     space = tuple(search_space)
     if stage == 1:
-        if any(options != 'LW' for options in space):
-            raise ValueError(f'step 1 needs an {{L, W}} supernet; this one has {space}')
-        return 'L' * len(space)
+        return step1_start(stage1_order(space, order, latency_table), space)
     start = step1_arch or state['stages'].get('1', {}).get('best_arch')
     if start is None:
         raise ValueError('step 2 needs --step1-arch or a finished step 1 in the work dir')
@@ -104,12 +124,14 @@ def _progress_line(stage: int, done: int, arch: str, value: float, best: float) 
 
 def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: Dict[str, Any], state_path: Path,
               identity: Dict[str, Any], latency_table: Dict[str, float], latency_size: Optional[Sequence[int]] = None,
-              out_dir: Optional[Path] = None, progress: Optional[Callable[[str], None]] = print) -> StageOutcome:
+              out_dir: Optional[Path] = None, progress: Optional[Callable[[str], None]] = print,
+              search_space: Optional[Sequence[str]] = None) -> StageOutcome:
     """Run (or resume) one stage of the search from ``start`` and write its outputs.
 
     ``state`` (from :func:`open_state`) is rewritten to ``state_path`` after every scored arch. Into ``out_dir``
     (default: the state's folder) go ``search.json`` (every scored arch of every stage with score, predicted
-    latency, F/W/L counts and Pareto membership; the per-layer gains of Fig. 7) and ``best_arch_step<k>.txt``.
+    latency, the count of each letter and Pareto membership; the per-layer gains of Fig. 7) and
+    ``best_arch_step<k>.txt``. ``search_space``: Step 1's candidates per layer (default ``'LW'`` in every layer).
     """
     state_path = Path(state_path)
     out_dir = Path(out_dir) if out_dir is not None else state_path.parent
@@ -151,19 +173,32 @@ def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: D
     common = dict(beam_width=settings.beam_width, cost=cost, budget=settings.latency_budget, seed=settings.seed,
                   scores=memo)
     if settings.stage == 1:
-        result = search_step1(score, depth, min_gain=settings.min_gain, **common)
+        space = tuple(search_space) if search_space is not None else ('LW',) * depth
+        order = stage1_order(space, settings.order, latency_table)
+        if step1_start(order, space) != start:
+            raise ValueError(f'step 1 starts from each layer\'s cheapest kind by the order {order!r}: '
+                             f'{step1_start(order, space)!r}, not {start!r}')
+        stage_state['order'] = order
+        result = search_step1(score, depth, min_gain=settings.min_gain, order=order, search_space=space, **common)
     else:
         result = search_step2(score, start, teacher_score=sign * teacher_value, tolerance=settings.tolerance,
                               max_full=settings.max_full, **common)
     stage_state.update(best_arch=result.best_arch, best_score=stage_state['scores'][result.best_arch],
                        stop_reason=result.stop_reason, stages=[[s.best_arch for s in result.stages]])
     points = {arch: (sign * v, cost(arch)) for arch, v in stage_state['scores'].items()}
-    gains = layer_gains(result.stages, {a: v for a, (v, _) in points.items()}, depth)
+    gains = layer_gains(result.stages, {a: v for a, (v, _) in points.items()}, depth)  # any move
+    kinds = list(stage_state['order'][1:]) if settings.stage == 1 else ['F']  # the kinds a layer moves to
+    gains_by_kind = {kind: layer_gains(result.stages, {a: v for a, (v, _) in points.items()}, depth, kind)
+                     for kind in kinds}
     # Fig. 7's numbers: per search stage, the gain (positive = better) of each one-layer move; None: not scored
     stage_state['layer_gains'] = [[None if math.isnan(g) else g for g in row] for row in gains]
+    if len(kinds) > 1:  # per kind moved to (Step 1 over more than two kinds)
+        stage_state['layer_gains_by_kind'] = {k: [[None if math.isnan(g) else g for g in row] for row in rows]
+                                              for k, rows in gains_by_kind.items()}
     write_json_atomic(state_path, state)
     front = pareto_front(points)
-    records = [dict(arch=a, score=v, predicted_latency_ms=cost(a), L=a.count('L'), W=a.count('W'), F=a.count('F'),
+    letters = sorted(set('LWF').union(*(set(a) for st in state['stages'].values() for a in st['scores'])))
+    records = [dict(arch=a, score=v, predicted_latency_ms=cost(a), **{letter: a.count(letter) for letter in letters},
                     stage=int(k), pareto=(k == key and a in front))
                for k, st in state['stages'].items() for a, v in st['scores'].items()]
     summary = dict(metric=settings.metric, higher_is_better=higher, teacher_score=teacher_value,
@@ -178,7 +213,8 @@ def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: D
         progress(f'step {key}: best {result.best_arch} {settings.metric}={stage_state["best_score"]:.4f} '
                  f'(teacher {teacher_value:.4f}), predicted {cost(result.best_arch):.1f} ms vs teacher '
                  f'{cost("F" * depth):.1f} ms; stop: {result.stop_reason}')
-    return StageOutcome(result, summary, points, gains, (sign * teacher_value, cost('F' * depth)))
+    return StageOutcome(result, summary, points, gains, (sign * teacher_value, cost('F' * depth)),
+                        gains_by_kind if len(kinds) > 1 else None)
 
 
 def plot_stage(outcome: StageOutcome, settings: SearchSettings, out_dir: Path) -> List[Path]:
@@ -188,6 +224,9 @@ def plot_stage(outcome: StageOutcome, settings: SearchSettings, out_dir: Path) -
     pareto, gains = out_dir / f'pareto_step{key}.png', out_dir / f'layer_gains_step{key}.png'
     plot_pareto(outcome.points, pareto, settings.metric + ('' if settings.higher_is_better else ' (negated)'),
                 teacher=outcome.teacher_point)
-    plot_gains(outcome.gains, gains, 'gain of turning each layer into F' if key == 2 else
-               'gain of turning each L layer into W')
+    if outcome.gains_by_kind:  # one panel per kind a layer moved to
+        plot_gains(outcome.gains_by_kind, gains, 'gain of moving each layer to a dearer kind')
+    else:
+        plot_gains(outcome.gains, gains, 'gain of turning each layer into F' if key == 2 else
+                   'gain of turning each L layer into W')
     return [pareto, gains]

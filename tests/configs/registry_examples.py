@@ -11,6 +11,10 @@ examples = dict(
     LinearProbeHead=dict(type='LinearProbeHead', in_channels=16, num_classes=5),
     SupernetSamplerHook=dict(type='SupernetSamplerHook', mode='budgeted', max_full=1),
     ArchSpecHook=dict(type='ArchSpecHook'),
+    # token mixers (jetvit_mm/models/mixers, mirrored by jetvit_mm/mm/mixers.py)
+    FullAttention=dict(type='FullAttention', dim=32, num_heads=2),
+    WindowAttention=dict(type='WindowAttention', dim=32, num_heads=2, window_size=4),
+    LinearAttention=dict(type='LinearAttention', dim=32, num_heads=2, conv='static'),
     LayerDecayOptimWrapperConstructor=dict(
         type='LayerDecayOptimWrapperConstructor', paramwise_cfg=dict(layer_decay_rate=0.7),
         optim_wrapper_cfg=dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.1))),

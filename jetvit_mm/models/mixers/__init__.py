@@ -1,47 +1,60 @@
-"""Token mixers, one letter each: F (full attention), W (window attention), L (linear attention + conv on V).
+"""Token mixers: registered classes a model declares as letters (default: L linear attention + conv on V, W window
+attention, F full attention).
 
-Every mixer owns the teacher attention's ``qkv`` and ``proj`` Linears and is called as
-``mixer(x, grid_size, rope=None)``. The letter-to-class lookup lives here and nowhere else.
+Every mixer keeps the contract of :mod:`~jetvit_mm.models.mixers.base` and is called as
+``mixer(x, grid_size, rope=None)``. Types are registered by name (:func:`register_mixer`); a model's ``mixers=``
+table (:class:`MixerTable`) maps its letters to types and options, and the lookup from a letter to a class happens
+there, once, when the model is built.
 """
 import inspect
-from typing import Any, Dict, Optional, Tuple, Type
+from typing import Any, Dict, Iterable, Optional, Tuple, Type
 
-import torch
 from torch import nn
 
+from .base import COMMON_ARGS, INHERITS, TokenMixer
+from .contract import MixerContractError
 from .full import FullAttention
 from .linear import LinearAttention
+from .registry import MIXER_REGISTRY, MixerRegistry, register_mixer
 from .squeeze_conv import CONV_VARIANTS, SqueezeDynamicConv, StaticDepthwiseConv, TokenDynamicConv
+from .table import DEFAULT_MIXERS, MixerEntry, MixerTable, option_name
 from .window import WindowAttention
 
+for _cls in (FullAttention, WindowAttention, LinearAttention):
+    register_mixer(_cls)
+
+# the default table's letters and classes
 MIXERS: Dict[str, Type[nn.Module]] = {'F': FullAttention, 'W': WindowAttention, 'L': LinearAttention}
-_COMMON_ARGS = ('dim', 'num_heads', 'qkv_bias', 'proj_bias', 'num_prefix_tokens', 'rotate_half', 'attn_drop',
-                'proj_drop')
+_COMMON_ARGS = COMMON_ARGS
 LINEAR_CFG_KEYS = tuple(p for p in inspect.signature(LinearAttention.__init__).parameters
                         if p not in ('self',) + _COMMON_ARGS)
 
 
-def _valid_letters() -> str:
-    return ', '.join(repr(letter) for letter in sorted(MIXERS))
+def _valid_letters(letters: Optional[Iterable[str]] = None) -> str:
+    return ', '.join(repr(letter) for letter in sorted(MIXERS if letters is None else set(letters)))
 
 
 def get_mixer_cls(letter: str) -> Type[nn.Module]:
-    """The mixer class for one arch letter; ValueError naming the letter and the valid ones otherwise."""
+    """The class of one letter of the default table; ValueError naming the letter and the valid ones otherwise."""
     if letter not in MIXERS:
         raise ValueError(f'unknown mixer letter {letter!r}; valid letters: {_valid_letters()}')
     return MIXERS[letter]
 
 
-def validate_arch(arch: str, depth: Optional[int] = None) -> str:
-    """Check an arch string (one letter per layer) and return it unchanged."""
+def validate_arch(arch: str, depth: Optional[int] = None, letters: Optional[Iterable[str]] = None) -> str:
+    """Check an arch string (one letter per layer, each one of ``letters``: a model's declared letters, default
+    the default table's) and return it unchanged."""
+    valid = set(MIXERS if letters is None else letters)
     if not isinstance(arch, str) or not arch:
-        raise ValueError(f'arch must be a non-empty string of mixer letters ({_valid_letters()}), got {arch!r}')
+        raise ValueError(f'arch must be a non-empty string of mixer letters ({_valid_letters(valid)}), got {arch!r}')
     if depth is not None and len(arch) != depth:
         raise ValueError(f'arch {arch!r} has {len(arch)} letters, expected one per layer: {depth}')
-    bad = [(i, letter) for i, letter in enumerate(arch) if letter not in MIXERS]
+    bad = [(i, letter) for i, letter in enumerate(arch) if letter not in valid]
     if bad:
         where = ', '.join(f'{letter!r} at layer {i}' for i, letter in bad)
-        raise ValueError(f'arch {arch!r} has invalid letter(s): {where}; valid letters: {_valid_letters()}')
+        hint = '' if letters is None else ' (the letters this model declares; more are declared with mixers=...)'
+        raise ValueError(f'arch {arch!r} has invalid letter(s): {where}; valid letters: {_valid_letters(valid)}'
+                         f'{hint}')
     return arch
 
 
@@ -55,56 +68,42 @@ def build_mixer(
         rotate_half: bool = True,
         attn_drop: float = 0.,
         proj_drop: float = 0.,
-        window_size: int = 16,
+        window_size: Optional[int] = None,
         linear_cfg: Optional[Dict[str, Any]] = None,
-        window_kernel: str = 'auto',
+        window_kernel: Optional[str] = None,
+        mixers: Optional[Dict[str, Dict[str, Any]]] = None,
 ) -> nn.Module:
-    """Build the mixer for ``letter``; ``window_size`` and ``window_kernel`` go to W only, ``linear_cfg`` to L only.
+    """Build the mixer for ``letter`` of the table ``mixers`` (default: L, W, F), with the shorthands
+    ``window_size`` / ``window_kernel`` (W) and ``linear_cfg`` (L).
 
-    ``linear_cfg`` (keys and values), ``window_size`` and ``window_kernel`` are checked whatever the letter, so a typo
-    never hides behind an arch without L or W layers until a search or a later arch reaches one.
+    Every declared letter is checked (options and contract), whatever ``letter``, so a typo never hides behind an
+    arch without L or W layers until a search or a later arch reaches one.
     """
-    linear_cfg = dict(linear_cfg or {})
-    unknown = sorted(set(linear_cfg) - set(LINEAR_CFG_KEYS))
-    if unknown:
-        raise TypeError(f'unknown linear_cfg key(s) {unknown}; valid keys: {list(LINEAR_CFG_KEYS)}')
-    cls = get_mixer_cls(letter)
-    # the mixers' own checks, on a 2-channel stand-in, for the options this letter does not use (with the global
-    # RNG state restored: building a model must draw the same random numbers whatever its letters)
-    with torch.random.fork_rng(devices=[]):
-        if cls is not WindowAttention:
-            WindowAttention(dim=2, num_heads=1, window_size=window_size, kernel=window_kernel)
-        if cls is not LinearAttention:
-            LinearAttention(dim=2, num_heads=1, **linear_cfg)
+    table = MixerTable.from_args(mixers, window_size, linear_cfg, window_kernel)
     common = dict(dim=dim, num_heads=num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias,
                   num_prefix_tokens=num_prefix_tokens, rotate_half=rotate_half, attn_drop=attn_drop,
                   proj_drop=proj_drop)
-    if cls is WindowAttention:
-        return WindowAttention(**common, window_size=window_size, kernel=window_kernel)
-    if cls is LinearAttention:
-        return LinearAttention(**common, **linear_cfg)
-    return cls(**common)
+    table.check(common)
+    return table.build(letter, **common)
+
+
+def _table_of(args: Optional[Dict[str, Any]]) -> MixerTable:
+    args = args or {}
+    return MixerTable.from_args(args.get('mixers'), args.get('window_size'), args.get('linear_cfg'),
+                                args.get('window_kernel'))
 
 
 def mixing_args(args: Optional[Dict[str, Any]], letters: str = 'LW') -> Dict[str, Any]:
-    """What the ``letters`` layers compute beyond their parameters, defaults filled in: the W window
-    (``window_size``) and every L option (``linear_cfg.<key>``). These options have no parameters of their own (or
-    the same ones), so weights trained with other values load without complaint and compute something else.
-    Deployment switches that change only rounding (``linear_cfg.precision``, ``linear_cfg.kernel``, the W
-    ``window_kernel``) are not part of it."""
-    args = args or {}
+    """What the ``letters`` layers of a model built with ``args`` compute beyond their parameters, named as a user
+    sets them (``window_size``, ``linear_cfg.<key>``, ``mixers.<letter>.<key>``), defaults filled in. Deployment
+    switches that change only rounding (``linear_cfg.precision``, ``linear_cfg.kernel``, the W ``window_kernel``)
+    and initialisations are not part of it (:meth:`MixerEntry.spec_options`)."""
+    table = _table_of(args)
     out: Dict[str, Any] = {}
-    if 'W' in letters:
-        default = inspect.signature(build_mixer).parameters['window_size'].default
-        out['window_size'] = args.get('window_size') or default
-    if 'L' in letters:
-        linear = {k: p.default for k, p in inspect.signature(LinearAttention.__init__).parameters.items()
-                  if k in LINEAR_CFG_KEYS}
-        linear.update(args.get('linear_cfg') or {})
-        linear.pop('kernel_init')  # how the conv starts: trained weights compute the same either way
-        linear.pop('precision')  # where bf16 rounds under autocast: the same computation (a deployment switch)
-        linear.pop('kernel')  # which implementation runs: the same computation (a deployment switch)
-        out.update({f'linear_cfg.{k}': v for k, v in linear.items()})
+    for letter in letters:
+        if letter in table:
+            entry = table[letter]
+            out.update({option_name(letter, entry.type, k): v for k, v in entry.spec_options().items()})
     return out
 
 
@@ -112,11 +111,12 @@ def mixing_differences(saved: Optional[Dict[str, Any]], given: Optional[Dict[str
                        letters: str = 'LW') -> Dict[str, Tuple[Any, Any]]:
     """``{option: (saved value, given value)}`` for the :func:`mixing_args` of ``letters`` that differ."""
     ran, now = mixing_args(saved, letters), mixing_args(given, letters)
-    return {k: (ran[k], now[k]) for k in ran if ran[k] != now[k]}
+    return {k: (ran.get(k), now.get(k)) for k in sorted(set(ran) | set(now)) if ran.get(k) != now.get(k)}
 
 
 __all__ = [
-    'CONV_VARIANTS', 'LINEAR_CFG_KEYS', 'MIXERS', 'FullAttention', 'LinearAttention', 'SqueezeDynamicConv',
-    'StaticDepthwiseConv', 'TokenDynamicConv', 'WindowAttention', 'build_mixer', 'get_mixer_cls', 'mixing_args',
-    'mixing_differences', 'validate_arch',
+    'CONV_VARIANTS', 'COMMON_ARGS', 'DEFAULT_MIXERS', 'INHERITS', 'LINEAR_CFG_KEYS', 'MIXERS', 'MIXER_REGISTRY',
+    'FullAttention', 'LinearAttention', 'MixerContractError', 'MixerEntry', 'MixerRegistry', 'MixerTable',
+    'SqueezeDynamicConv', 'StaticDepthwiseConv', 'TokenDynamicConv', 'TokenMixer', 'WindowAttention', 'build_mixer',
+    'get_mixer_cls', 'mixing_args', 'mixing_differences', 'option_name', 'register_mixer', 'validate_arch',
 ]

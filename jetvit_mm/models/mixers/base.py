@@ -1,11 +1,49 @@
-"""What every token mixer shares: the teacher attention's projections and the token layout."""
+"""The token-mixer contract, and what the built-in mixers share (the teacher attention's projections).
+
+A token mixer is one letter of an arch. Any ``nn.Module`` class registered with
+:func:`~jetvit_mm.models.mixers.register_mixer` can be one, if it keeps this contract (checked when a model that
+declares it is built, :mod:`~jetvit_mm.models.mixers.contract`):
+
+1. **Construction**: ``cls(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, attn_drop,
+   proj_drop, **options)``, all by keyword. The eight common arguments come from the teacher (``rotate_half``: its
+   RoPE layout); ``options`` are the letter's own, from the model's ``mixers=`` table
+   (``P=dict(type='PooledAttention', pool_size=2)``).
+2. **Call**: ``mixer(x, grid_size, rope)`` with ``x`` of shape ``[B, N, D]``, tokens ``[num_prefix_tokens prefix
+   tokens, h * w patch tokens row-major]``, ``grid_size = (h, w)`` and ``rope`` None or ``(h * w, 2 * head_dim)``
+   (``[sin, cos]`` per patch, see :mod:`~jetvit_mm.models.mixers.rope`); it returns ``[B, N, D]``.
+3. **Inherited teacher weights** (class attribute ``inherits``):
+   - ``'qkv_proj'``: the mixer owns ``qkv = nn.Linear(D, 3 D, bias=qkv_bias)`` and ``proj = nn.Linear(D, D,
+     bias=proj_bias)`` under those names; the model copies the teacher's q/k/v/o into them, and ``inherit='mlp'``
+     re-initialises them. Every other parameter is new (a teacher checkpoint need not hold it) and must start so
+     that the inherited model is not disturbed.
+   - ``'none'``: the mixer starts from its own initialisation; a layer of it takes none of the teacher's attention
+     weights, and all its parameters are new.
+4. **Options beyond the weights**: every constructor option is part of the arch spec saved with the weights (it
+   changes what the weights compute), except those the class lists in ``deployment_options`` (implementation or
+   rounding switches: the same computation) and ``init_options`` (how new parameters start). Options must be JSON
+   values (numbers, strings, booleans, None, lists, dicts).
+5. Optional: ``attention_flops(batch, num_tokens, grid_size) -> int``, the FLOPs of its token mixing beyond the
+   Linears and convs (which are counted by hooks), for :mod:`jetvit_mm.benchmark.flops`.
+
+:class:`TokenMixer` is a base that satisfies 3 (``'qkv_proj'``) for subclasses.
+"""
+from typing import Tuple
+
 import torch
 from torch import nn
+
+INHERITS = ('qkv_proj', 'none')
+COMMON_ARGS = ('dim', 'num_heads', 'qkv_bias', 'proj_bias', 'num_prefix_tokens', 'rotate_half', 'attn_drop',
+               'proj_drop')
 
 
 class TokenMixer(nn.Module):
     """Owns ``qkv`` (D -> 3D) and ``proj`` (D -> D) under the teacher attention's names, so that every teacher
     attention weight loads into any mixer; subclasses add their token mixing (and, for L, a conv on V)."""
+
+    inherits: str = 'qkv_proj'
+    deployment_options: Tuple[str, ...] = ()
+    init_options: Tuple[str, ...] = ()
 
     def __init__(self, dim: int, num_heads: int, qkv_bias: bool, proj_bias: bool, num_prefix_tokens: int,
                  rotate_half: bool, proj_drop: float) -> None:

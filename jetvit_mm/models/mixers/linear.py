@@ -56,6 +56,9 @@ class LinearAttention(TokenMixer):
     There is no attention matrix to drop out, so ``attn_drop`` must be 0.
     """
 
+    deployment_options = ('precision', 'kernel')  # where bf16 rounds, which implementation runs: the same math
+    init_options = ('kernel_init',)  # how the conv starts: trained weights compute the same either way
+
     def __init__(
             self,
             dim: int,

@@ -85,6 +85,8 @@ class WindowAttention(TokenMixer):
     autograd recording (training) the torch path always runs.
     """
 
+    deployment_options = ('kernel',)
+
     def __init__(
             self,
             dim: int,
