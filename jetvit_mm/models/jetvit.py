@@ -125,6 +125,7 @@ class JetViT(nn.Module):
             raise ValueError(f'unknown pos_embed_interp {pos_embed_interp!r}; valid: {", ".join(POS_EMBED_INTERP)}')
         overrides = {k: v for k, v in dict(embed_dim=embed_dim, depth=depth, num_heads=num_heads,
                                             qkv_bias=qkv_bias).items() if v is not None}
+        overrides.update(variant.timm_kwargs(embed_dim if embed_dim is not None else variant.embed_dim))
         teacher = timm.create_model(variant.timm_name, pretrained=False, num_classes=0, dynamic_img_size=True,
                                     drop_path_rate=drop_path_rate, **overrides)
         self.build_args = dict(model_name=model_name, out_indices=out_indices, window_size=window_size,
