@@ -24,6 +24,7 @@ from .depth import (
     SintelDepthDataset,
 )
 from .distiller import FeatureDistiller
+from .fsdp import FSDP2Wrapper
 from .hooks import ArchSpecHook, SupernetSamplerHook
 from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
@@ -33,7 +34,7 @@ from .seg_heads import LinearProbeHead
 enable_runner_checkpoint_loading()
 
 __all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CityscapesDepthDataset', 'DA2KDataset', 'DA2KMetric',
-           'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize', 'FeatureDistiller', 'JetViT',
+           'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize', 'FSDP2Wrapper', 'FeatureDistiller', 'JetViT',
            'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
            'LoadZeroShotDepth', 'PseudoLabelDepthEstimator', 'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid',
            'SintelDepthDataset', 'SupernetSamplerHook', 'check_checkpoint_fits', 'enable_runner_checkpoint_loading',
