@@ -71,7 +71,8 @@ def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = 
         raise FileNotFoundError(f'{filename} can not be found.')
     with torch.serialization.safe_globals(runner_safe_globals()):
         checkpoint = torch_load(filename, map_location=map_location, weights_only=True, mmap=mmap)
-    return neutralise_config_text(checkpoint)
+    from .fsdp_checkpoint import fill_sharded_state  # FSDP2 'sharded' mode: the weights sit in a DCP directory
+    return fill_sharded_state(neutralise_config_text(checkpoint), filename)
 
 
 def _without_config_code(loader: Callable) -> Callable:

@@ -14,7 +14,8 @@ from typing import List, Optional
 
 import torch
 import torch.distributed as dist
-from mmengine.registry import MODEL_WRAPPERS
+from mmengine.registry import MODEL_WRAPPERS, RUNNERS
+from mmengine.runner import Runner
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
@@ -53,13 +54,20 @@ class FSDP2Wrapper(nn.Module):
             them until the backward (ZeRO-2).
         check_path: before every training step, check that all ranks hold the same supernet path (a mismatch
             would hang the collectives of the unit whose candidates differ).
+        checkpoint: runner checkpoints as a ``'full'`` state dict gathered on rank 0 or ``'sharded'`` through
+            ``torch.distributed.checkpoint`` (:mod:`~jetvit_mm.mm.fsdp_checkpoint`).
         device_ids: accepted for the DDP-style call of ``tools/train.py``'s CPU set-up; unused.
     """
 
     def __init__(self, module: nn.Module, param_dtype: Optional[str] = 'bfloat16',
                  reduce_dtype: Optional[str] = 'float32', cpu_offload: bool = False,
-                 reshard_after_forward: bool = True, check_path: bool = True, device_ids=None) -> None:
+                 reshard_after_forward: bool = True, check_path: bool = True, checkpoint: str = 'full',
+                 device_ids=None) -> None:
         super().__init__()
+        from .fsdp_checkpoint import STATE_DICT_TYPES
+        if checkpoint not in STATE_DICT_TYPES:
+            raise ValueError(f'FSDP2Wrapper: unknown checkpoint {checkpoint!r}; valid: {", ".join(STATE_DICT_TYPES)}')
+        self.checkpoint = checkpoint
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError('FSDP2Wrapper needs a process group: launch with torchrun and --launcher pytorch')
         self.module = module
@@ -71,6 +79,11 @@ class FSDP2Wrapper(nn.Module):
         options = dict(mesh=mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward)
         if cpu_offload:
             options['offload_policy'] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
+        if hasattr(module, 'init_weights'):  # what the runner would do after wrapping, here on full tensors
+            module.init_weights()
+        for tensor in module.state_dict().values():  # every rank starts from rank 0's weights
+            if isinstance(tensor, torch.Tensor):
+                dist.broadcast(tensor, src=0)
         units = shard_units(module)
         if not units:
             raise ValueError('FSDP2Wrapper: the model holds no JetViT, so there is no transformer block to shard')
@@ -102,3 +115,32 @@ class FSDP2Wrapper(nn.Module):
 
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
+
+
+@RUNNERS.register_module()
+class FSDP2Runner(Runner):
+    """mmengine's runner for an :class:`FSDP2Wrapper` model: the wrapper initialises the weights and syncs them from
+    rank 0 before sharding, where the plain runner would broadcast every (sharded) tensor after. ``tools/train.py``
+    selects it whenever ``model_wrapper_cfg.type`` is ``'FSDP2Wrapper'``."""
+
+    def _init_model_weights(self) -> None:
+        if not isinstance(self.model, FSDP2Wrapper):
+            super()._init_model_weights()
+
+    def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None, save_optimizer: bool = True,
+                        save_param_scheduler: bool = True, meta=None, by_epoch: bool = True, backend_args=None):
+        """Gather (or write the shards of) the sharded state on every rank, then let rank 0 write the runner's file
+        (mmengine's ``save_checkpoint`` is master-only; :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`
+        puts the gathered state in)."""
+        from .fsdp_checkpoint import gather_checkpoint_state
+        if isinstance(self.model, FSDP2Wrapper):
+            self.fsdp2_pending = gather_checkpoint_state(self.model, self.optim_wrapper, out_dir, filename,
+                                                         save_optimizer)
+        try:
+            super().save_checkpoint(out_dir, filename, file_client_args=file_client_args,
+                                    save_optimizer=save_optimizer, save_param_scheduler=save_param_scheduler,
+                                    meta=meta, by_epoch=by_epoch, backend_args=backend_args)
+        finally:
+            self.fsdp2_pending = None
+        if isinstance(self.model, FSDP2Wrapper):
+            dist.barrier()  # the file exists on every rank's return
