@@ -23,6 +23,8 @@ from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
 
+from .fsdp_checkpoint import STATE_DICT_TYPES, gather_checkpoint_state
+
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
@@ -64,7 +66,6 @@ class FSDP2Wrapper(nn.Module):
                  reshard_after_forward: bool = True, check_path: bool = True, checkpoint: str = 'full',
                  device_ids=None) -> None:
         super().__init__()
-        from .fsdp_checkpoint import STATE_DICT_TYPES
         if checkpoint not in STATE_DICT_TYPES:
             raise ValueError(f'FSDP2Wrapper: unknown checkpoint {checkpoint!r}; valid: {", ".join(STATE_DICT_TYPES)}')
         self.checkpoint = checkpoint
@@ -132,7 +133,6 @@ class FSDP2Runner(Runner):
         """Gather (or write the shards of) the sharded state on every rank, then let rank 0 write the runner's file
         (mmengine's ``save_checkpoint`` is master-only; :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`
         puts the gathered state in)."""
-        from .fsdp_checkpoint import gather_checkpoint_state
         if isinstance(self.model, FSDP2Wrapper):
             self.fsdp2_pending = gather_checkpoint_state(self.model, self.optim_wrapper, out_dir, filename,
                                                          save_optimizer)

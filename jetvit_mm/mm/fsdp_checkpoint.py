@@ -16,6 +16,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from mmengine.hooks import Hook
 from mmengine.optim import OptimWrapper
+from mmengine.registry import MODEL_WRAPPERS
 from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 from torch.distributed.checkpoint.state_dict import (
@@ -126,8 +127,8 @@ class FSDP2CheckpointHook(Hook):
 
     @staticmethod
     def _wrapper(runner):
-        from .fsdp import FSDP2Wrapper
-        return runner.model if isinstance(runner.model, FSDP2Wrapper) else None
+        wrapper_type = MODEL_WRAPPERS.get('FSDP2Wrapper')  # by registry: jetvit_mm.mm.fsdp imports this module
+        return runner.model if wrapper_type is not None and isinstance(runner.model, wrapper_type) else None
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         """Rank 0 only (mmengine's ``save_checkpoint`` is master-only): put in what
