@@ -15,7 +15,11 @@ SHIPPED = REPO / 'configs'
 CONFIGS = sorted(p for p in SHIPPED.rglob('*.py') if '_base_' not in p.parts)
 TEST_CONFIGS = sorted(p for p in (REPO / 'tests' / 'configs').glob('*.py') if not p.name.startswith('registry_'))
 # the experiment configs a user runs, per folder (the demo's task, depth, detection, segmentation distillation, probes)
-EXPECTED = {'demo': 4, 'depth': 8, 'det': 2, 'jetvit': 8, 'probe': 4}
+EXPECTED = {'demo': 4, 'depth': 9, 'det': 2, 'jetvit': 10, 'probe': 4}
+# the FSDP2 configs of the largest teachers: two 6.7B (1.1B) models do not fit this machine; built on the meta device
+META_ONLY = {'jetvit/dinov3_7b_cityscapes.py', 'jetvit/dinov3_7b_cityscapes_step2.py',
+             'depth/depthanything_giant_distill.py'}
+FULL_SIZE = [p for p in CONFIGS if p.relative_to(SHIPPED).as_posix() not in META_ONLY]
 RUNTIME_BASES = {SHIPPED / '_base_' / 'default_runtime.py', SHIPPED / '_base_' / 'det_runtime.py'}
 
 
@@ -35,7 +39,7 @@ def build_model(path: Path):
 
 def test_shipped_configs_are_exactly_these():
     assert Counter(p.parent.relative_to(SHIPPED).as_posix() for p in CONFIGS) == EXPECTED
-    assert len(CONFIGS) == 26
+    assert len(CONFIGS) == 29
 
 
 def bases(path: Path) -> list:
@@ -81,8 +85,8 @@ def test_levels_counts_the_inheritance_below_a_config(tmp_path):
     assert [levels(tmp_path / f'{n}.py') for n in ('leaf', 'mid', 'top')] == [0, 1, 2]
 
 
-@pytest.mark.parametrize('path', [pytest.param(p, marks=pytest.mark.integration) for p in CONFIGS] + TEST_CONFIGS,
-                         ids=[str(p.relative_to(REPO)) for p in CONFIGS + TEST_CONFIGS])  # shipped: full-size models
+@pytest.mark.parametrize('path', [pytest.param(p, marks=pytest.mark.integration) for p in FULL_SIZE] + TEST_CONFIGS,
+                         ids=[str(p.relative_to(REPO)) for p in FULL_SIZE + TEST_CONFIGS])  # shipped: full-size models
 def test_config_builds(path):
     cfg, model = build_model(path)
     backbone = model.student if type(model).__name__ == 'FeatureDistiller' else model.backbone

@@ -87,7 +87,7 @@ TEACHER_IDS = [c[1] for c in TEACHER_CASES]
 
 @pytest.mark.parametrize('model_name,timm_name,kwargs,num_prefix,patch,sizes', TEACHER_CASES, ids=TEACHER_IDS)
 def test_all_full_arch_equals_timm_teacher(tmp_path, model_name, timm_name, kwargs, num_prefix, patch, sizes):
-    teacher = timm_teacher(timm_name, depth=3)
+    teacher = timm_teacher(timm_name, depth=3, **VARIANTS[model_name].timm_kwargs(TINY['embed_dim']))
     ckpt = save_state(teacher, tmp_path / 'teacher.pth')
     model = JetViT(model_name, arch='FFF', checkpoint=ckpt, depth=3, out_indices=(0, 1, 2), **TINY, **kwargs).eval()
     assert model.num_prefix_tokens == num_prefix and model.patch_size == patch

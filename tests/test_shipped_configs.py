@@ -56,6 +56,13 @@ CASES = {
     'depth/depthanything_large_distill_step2.py': (  # {Step-1 winner, F} per layer, at most 4 F layers per path
         'unlabeled', small('model.teacher', 'model.student', depth=4) + [
             'model.distill_indices=(0,1,2,3)', 'model.student.step1_arch=LWWL']),
+    # the FSDP2 configs (7B / Giant) at tiny shapes, in one process (the wrapper applies under torchrun:
+    # test_fsdp_runner.py)
+    'jetvit/dinov3_7b_cityscapes.py': ('cityscapes', DISTILL),
+    'jetvit/dinov3_7b_cityscapes_step2.py': (
+        'cityscapes', small('model.teacher', 'model.student', depth=4) + ['model.student.step1_arch=LWLW']),
+    'depth/depthanything_giant_distill.py': (
+        'unlabeled', small('model.teacher', 'model.student', depth=4) + ['model.distill_indices=(0,1,2,3)']),
     'depth/depthanything_large_pseudolabel_finetune.py': (
         'unlabeled', small('model.teacher', 'model.backbone', depth=4) + WITH_VAL + [
             'model.teacher.out_indices=(0,1,2,3)', 'model.backbone.out_indices=(0,1,2,3)',

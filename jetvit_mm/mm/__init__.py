@@ -24,6 +24,8 @@ from .depth import (
     SintelDepthDataset,
 )
 from .distiller import FeatureDistiller
+from .fsdp import FSDP2Wrapper
+from .fsdp_checkpoint import FSDP2CheckpointHook
 from .hooks import ArchSpecHook, SupernetSamplerHook
 from .mixers import mirror_mixers
 from .necks import SimpleFeaturePyramid
@@ -34,7 +36,8 @@ from .seg_heads import LinearProbeHead
 enable_runner_checkpoint_loading()
 
 __all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CityscapesDepthDataset', 'DA2KDataset', 'DA2KMetric',
-           'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize', 'FeatureDistiller', 'JetViT',
+           'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize', 'FSDP2CheckpointHook', 'FSDP2Wrapper',
+           'FeatureDistiller', 'JetViT',
            'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
            'LoadZeroShotDepth', 'PseudoLabelDepthEstimator', 'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid',
            'SintelDepthDataset', 'SupernetSamplerHook', 'check_checkpoint_fits', 'enable_runner_checkpoint_loading',

@@ -76,7 +76,8 @@ def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = 
             checkpoint = torch_load(filename, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as refused:
         raise UnsafeCheckpointError(refusal_message(filename, refused)) from None
-    return neutralise_config_text(checkpoint)
+    from .fsdp_checkpoint import fill_sharded_state  # FSDP2 'sharded' mode: the weights sit in a DCP directory
+    return fill_sharded_state(neutralise_config_text(checkpoint), filename)
 
 
 def refusal_message(filename: str, refused: Exception) -> str:

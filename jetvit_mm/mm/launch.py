@@ -67,10 +67,21 @@ def build_runner(cfg: Config) -> Runner:
         wrapper = dict(cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel'))
         wrapper['device_ids'] = None  # CPU: DDP must not be given device ids
         cfg.model_wrapper_cfg = wrapper
+    if (cfg.get('model_wrapper_cfg') or {}).get('type') == 'FSDP2Wrapper' and 'runner_type' not in cfg:
+        cfg.runner_type = 'FSDP2Runner'  # jetvit_mm.mm.fsdp: no broadcast of sharded weights after wrapping
     runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
     if not any(isinstance(hook, ArchSpecHook) for hook in runner.hooks):
         runner.register_hook(ArchSpecHook())
+    _add_fsdp2_checkpoint_hook(runner)
     return runner
+
+
+def _add_fsdp2_checkpoint_hook(runner: Runner) -> None:
+    """An FSDP2-wrapped model's checkpoints need :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`."""
+    from .fsdp import FSDP2Wrapper
+    from .fsdp_checkpoint import FSDP2CheckpointHook
+    if isinstance(runner.model, FSDP2Wrapper) and not any(isinstance(h, FSDP2CheckpointHook) for h in runner.hooks):
+        runner.register_hook(FSDP2CheckpointHook())
 
 
 def set_resume(cfg: Config, resume: Optional[str]) -> None:

@@ -130,7 +130,8 @@ class ArchSpec:
 
     def to_tensor(self) -> torch.Tensor:
         """The spec as a uint8 tensor of JSON (what the state dict holds)."""
-        return torch.tensor(list(json.dumps(self.to_dict(), sort_keys=True).encode()), dtype=torch.uint8)
+        return torch.tensor(list(json.dumps(self.to_dict(), sort_keys=True).encode()), dtype=torch.uint8,
+                            device='cpu')  # also under a meta default device (real-size builds)
 
     @classmethod
     def from_tensor(cls, tensor: Any, source: str = 'checkpoint') -> 'ArchSpec':

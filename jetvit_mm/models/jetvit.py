@@ -5,6 +5,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from .arch import SPEC_KEY, ArchSpec, check_spec
 from .checkpoints import check_state_keys, jetvit_part, read_checkpoint, strip_prefix, to_jetvit_names
@@ -80,6 +81,9 @@ class JetViT(nn.Module):
         window_kernel: W mixers' implementation: ``'auto'`` (default), ``'torch'``, ``'compile'``, ``'flex'``
             (:mod:`~jetvit_mm.models.mixers.kernels`; a deployment switch: same computation, other rounding).
         frozen: no gradients and always eval mode (linear probing).
+        grad_checkpointing: recompute each block's activations in the backward pass instead of keeping them
+            (torch's non-reentrant activation checkpointing, per block): same gradients, less memory, one more
+            forward. A training switch, not part of the arch spec.
         drop_path_rate: stochastic depth, linear over depth.
         embed_dim, depth, num_heads: overrides for small models.
         qkv_bias: override the variant's qkv bias (DINOv3 S/B/L in timm: False, their biases are zero).
@@ -111,6 +115,7 @@ class JetViT(nn.Module):
             rope_periods: str = 'checkpoint',
             window_kernel: Optional[str] = None,
             mixers: Optional[Dict[str, Dict[str, Any]]] = None,
+            grad_checkpointing: bool = False,
     ) -> None:
         super().__init__()
         if inherit not in INHERIT:
@@ -140,6 +145,7 @@ class JetViT(nn.Module):
         # an alias keeps the original DINOv2 / DepthAnythingV2 convention; a timm name computes as its timm model
         self.pos_embed_interp = pos_embed_interp or ('dinov2' if variant is not None else 'timm')
         self.frozen = frozen
+        self.grad_checkpointing = bool(grad_checkpointing)
         self.out_indices = self._normalise_indices(
             out_indices if out_indices is not None
             else variant.out_indices_for(self.depth) if variant is not None else (self.depth - 1,))
@@ -231,6 +237,17 @@ class JetViT(nn.Module):
             self.rope.register_buffer('periods', periods.to(self.rope.periods.device, torch.float32),
                                       persistent=persistent)
         return out
+
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """Per-block activation checkpointing on or off (as timm's method of that name)."""
+        self.grad_checkpointing = bool(enable)
+
+    def run_block(self, block: nn.Module, x: torch.Tensor, grid: Tuple[int, int],
+                  rope: Optional[torch.Tensor]) -> torch.Tensor:
+        """One block, checkpointed when ``grad_checkpointing`` is on and gradients are being recorded."""
+        if self.grad_checkpointing and torch.is_grad_enabled():
+            return activation_checkpoint(block, x, grid, rope, use_reentrant=False)
+        return block(x, grid, rope)
 
     def train(self, mode: bool = True) -> 'JetViT':
         _drop_rope_cache(self)
@@ -364,7 +381,7 @@ class JetViT(nn.Module):
         x, grid, rope = self.prepare_tokens(x)
         outputs = {}
         for i, block in enumerate(self.blocks[:max(take) + 1]):
-            x = block(x, grid, rope)
+            x = self.run_block(block, x, grid, rope)
             if i in take:
                 y = self.norm(x) if norm else x
                 prefix, patches = y[:, :self.num_prefix_tokens], y[:, self.num_prefix_tokens:]
@@ -377,7 +394,7 @@ class JetViT(nn.Module):
         """All tokens after the last block and the final norm, ``[B, prefix + h*w, D]``."""
         x, grid, rope = self.prepare_tokens(x)
         for block in self.blocks:
-            x = block(x, grid, rope)
+            x = self.run_block(block, x, grid, rope)
         return self.norm(x)
 
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:

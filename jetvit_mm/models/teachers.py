@@ -50,6 +50,8 @@ def create_teacher(model_name: str, drop_path_rate: float = 0., **overrides) -> 
     """The randomly initialised timm teacher of ``model_name`` (``overrides``: ``embed_dim``, ``depth``, ... for
     small models), checked to be supported; and its variant (None for a timm name)."""
     timm_name, variant = teacher_timm_name(model_name)
+    if variant is not None:  # an official layout timm's defaults do not give at this width (DINOv2-g's SwiGLU)
+        overrides = {**variant.timm_kwargs(overrides.get('embed_dim', variant.embed_dim)), **overrides}
     try:
         teacher = timm.create_model(timm_name, pretrained=False, num_classes=0, dynamic_img_size=True,
                                     drop_path_rate=drop_path_rate, **overrides)

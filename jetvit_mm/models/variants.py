@@ -23,6 +23,14 @@ class ViTVariant:
         """Last layer for DINOv3 probes; DepthAnythingV2's four tapped layers for DINOv2."""
         return self.out_indices_for(self.depth)
 
+    def timm_kwargs(self, embed_dim: int) -> Dict[str, float]:
+        """Extra timm arguments for a model ``embed_dim`` wide: DINOv2's fused SwiGLU has the official hidden width
+        ``(int(4 D * 2/3) + 7) // 8 * 8`` (timm's fixed ratio gives it only at D=1536, and an odd width elsewhere)."""
+        if self.family != 'dinov2' or not self.swiglu:
+            return {}
+        hidden = (int(4 * embed_dim * 2 / 3) + 7) // 8 * 8
+        return dict(mlp_ratio=(2 * hidden + 0.5) / embed_dim)  # packed gate + value, int() lands on 2 * hidden
+
     def out_indices_for(self, depth: int) -> Tuple[int, ...]:
         """:attr:`default_out_indices` for a model of ``depth`` layers (e.g. a small test model)."""
         if self.family == 'dinov3':
@@ -39,9 +47,13 @@ VARIANTS: Dict[str, ViTVariant] = {
     'dinov3_vitb16': ViTVariant('vit_base_patch16_dinov3', 'dinov3', 768, 12, 12),
     'dinov3_vitl16': ViTVariant('vit_large_patch16_dinov3', 'dinov3', 1024, 24, 16),
     'dinov3_vith16plus': ViTVariant('vit_huge_plus_patch16_dinov3', 'dinov3', 1280, 32, 20, swiglu=True),
+    # 7B: SwiGLU (hidden 8192, aligned to 64), 4 storage tokens, no qkv bias, untied local-crop cls norm (dropped)
+    'dinov3_vit7b16': ViTVariant('vit_7b_patch16_dinov3', 'dinov3', 4096, 40, 32, swiglu=True),
     'dinov2_vits14': ViTVariant('vit_small_patch14_dinov2', 'dinov2', 384, 12, 6),
     'dinov2_vitb14': ViTVariant('vit_base_patch14_dinov2', 'dinov2', 768, 12, 12),
     'dinov2_vitl14': ViTVariant('vit_large_patch14_dinov2', 'dinov2', 1024, 24, 16),
+    # giant: DepthAnythingV2-Giant's backbone; packed SwiGLU (official w12/w3 = timm fc1/fc2, hidden 4096)
+    'dinov2_vitg14': ViTVariant('vit_giant_patch14_dinov2', 'dinov2', 1536, 40, 24, swiglu=True),
 }
 
 

@@ -10,6 +10,7 @@ examples = dict(
     SimpleFeaturePyramid=dict(type='SimpleFeaturePyramid', in_channels=32, out_channels=16),
     LinearProbeHead=dict(type='LinearProbeHead', in_channels=16, num_classes=5),
     SupernetSamplerHook=dict(type='SupernetSamplerHook', mode='budgeted', max_full=1),
+    FSDP2CheckpointHook=dict(type='FSDP2CheckpointHook'),
     ArchSpecHook=dict(type='ArchSpecHook'),
     # token mixers (jetvit_mm/models/mixers, mirrored by jetvit_mm/mm/mixers.py)
     FullAttention=dict(type='FullAttention', dim=32, num_heads=2),

@@ -150,8 +150,16 @@ def convert_depth_anything_v2(state: StateDict) -> StateDict:
 
 
 def convert_vit(state: StateDict) -> StateDict:
-    """timm ViT / official DINOv2 / JetViT's own names (DINOv2's pretraining ``mask_token`` dropped)."""
-    return {k: v for k, v in state.items() if k != 'mask_token'}
+    """timm ViT / official DINOv2 / JetViT's own names (DINOv2's pretraining ``mask_token`` dropped); the official
+    DINOv2-giant's fused SwiGLU ``mlp.w12`` / ``mlp.w3`` are timm's packed ``mlp.fc1`` / ``mlp.fc2`` (same order:
+    gate half first)."""
+    out = {}
+    for key, value in state.items():
+        if key == 'mask_token':
+            continue
+        key = re.sub(r'\.mlp\.w12\.', '.mlp.fc1.', key)
+        out[re.sub(r'\.mlp\.w3\.', '.mlp.fc2.', key)] = value
+    return out
 
 
 CONVERTERS: Dict[str, Callable[[StateDict], StateDict]] = {

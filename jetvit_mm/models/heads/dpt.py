@@ -50,7 +50,7 @@ def dpt_preset(name: str) -> DPTPreset:
         key = match.group(1) if match else name
     if key not in DPT_PRESETS:
         raise ValueError(f'no DPT preset for {name!r}; valid: {", ".join(DPT_PRESETS)} or the backbone names '
-                         f'dinov2_vit{{s,b,l}}14')
+                         f'dinov2_vit{{s,b,l,g}}14')
     return DPT_PRESETS[key]
 
 

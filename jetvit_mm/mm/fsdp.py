@@ -1,0 +1,146 @@
+"""FSDP2 (``torch.distributed.fsdp.fully_shard``) as an mmengine model wrapper.
+
+mmengine's own ``FSDPStrategy`` / ``MMFullyShardedDataParallel`` wrap FSDP1, which PyTorch deprecated and which refuses
+a CPU ("FSDP needs a non-CPU accelerator device"). This wrapper shards every transformer block of every JetViT in the
+model (the student supernet and the frozen teacher alike) as its own FSDP2 unit, and the rest of the model (patch
+embeddings, tokens, final norms, heads) as the root unit. Enable it from a config::
+
+    model_wrapper_cfg = dict(type='FSDP2Wrapper', param_dtype='bfloat16', reduce_dtype='float32', cpu_offload=False)
+
+and launch ``torchrun --nproc_per_node=N tools/train.py CONFIG --launcher pytorch`` (gloo on CPU, NCCL on GPU).
+Checkpoints: :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`.
+"""
+from typing import List, Optional
+
+import torch
+import torch.distributed as dist
+from mmengine.registry import MODEL_WRAPPERS, RUNNERS
+from mmengine.runner import Runner
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.models.supernet import JetViTSupernet
+
+from .fsdp_checkpoint import STATE_DICT_TYPES, gather_checkpoint_state
+
+DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+
+
+def _dtype(name: Optional[str], what: str) -> Optional[torch.dtype]:
+    if name is None:
+        return None
+    if name not in DTYPES:
+        raise ValueError(f'FSDP2Wrapper: unknown {what} {name!r}; valid: {", ".join(DTYPES)} or None (the '
+                         'parameters\' own dtype)')
+    return DTYPES[name]
+
+
+def shard_units(model: nn.Module) -> List[nn.Module]:
+    """The modules sharded as their own FSDP2 units: every block of every JetViT in ``model``, in model order."""
+    return [block for module in model.modules() if isinstance(module, JetViT) for block in module.blocks]
+
+
+@MODEL_WRAPPERS.register_module()
+class FSDP2Wrapper(nn.Module):
+    """Shard ``module`` with FSDP2: one unit per transformer block, the remaining parameters in the root unit.
+
+    Args:
+        module: the model (a :class:`~jetvit_mm.mm.distiller.FeatureDistiller`, or any model holding JetViTs).
+        param_dtype: dtype the parameters are all-gathered and computed in (``'bfloat16'``; None: their own).
+        reduce_dtype: dtype gradients are reduce-scattered in (``'float32'``).
+        cpu_offload: keep the sharded parameters, gradients and optimizer states in CPU memory
+            (``CPUOffloadPolicy``; the optimizer step then runs on the CPU).
+        reshard_after_forward: free each block's gathered parameters after its forward (ZeRO-3) rather than keep
+            them until the backward (ZeRO-2).
+        check_path: before every training step, check that all ranks hold the same supernet path (a mismatch
+            would hang the collectives of the unit whose candidates differ).
+        checkpoint: runner checkpoints as a ``'full'`` state dict gathered on rank 0 or ``'sharded'`` through
+            ``torch.distributed.checkpoint`` (:mod:`~jetvit_mm.mm.fsdp_checkpoint`).
+        device_ids: accepted for the DDP-style call of ``tools/train.py``'s CPU set-up; unused.
+    """
+
+    def __init__(self, module: nn.Module, param_dtype: Optional[str] = 'bfloat16',
+                 reduce_dtype: Optional[str] = 'float32', cpu_offload: bool = False,
+                 reshard_after_forward: bool = True, check_path: bool = True, checkpoint: str = 'full',
+                 device_ids=None) -> None:
+        super().__init__()
+        if checkpoint not in STATE_DICT_TYPES:
+            raise ValueError(f'FSDP2Wrapper: unknown checkpoint {checkpoint!r}; valid: {", ".join(STATE_DICT_TYPES)}')
+        self.checkpoint = checkpoint
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError('FSDP2Wrapper needs a process group: launch with torchrun and --launcher pytorch')
+        self.module = module
+        self.check_path = check_path
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+        mesh = init_device_mesh(device, (dist.get_world_size(), ))
+        mp = MixedPrecisionPolicy(param_dtype=_dtype(param_dtype, 'param_dtype'),
+                                  reduce_dtype=_dtype(reduce_dtype, 'reduce_dtype'))
+        options = dict(mesh=mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward)
+        if cpu_offload:
+            options['offload_policy'] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
+        if hasattr(module, 'init_weights'):  # what the runner would do after wrapping, here on full tensors
+            module.init_weights()
+        for tensor in module.state_dict().values():  # every rank starts from rank 0's weights
+            if isinstance(tensor, torch.Tensor):
+                dist.broadcast(tensor, src=0)
+        units = shard_units(module)
+        if not units:
+            raise ValueError('FSDP2Wrapper: the model holds no JetViT, so there is no transformer block to shard')
+        for unit in units:
+            fully_shard(unit, **options)
+        fully_shard(module, **options)
+        self.num_units = len(units) + 1
+
+    def _check_same_path(self) -> None:
+        supernets = [m for m in self.module.modules() if isinstance(m, JetViTSupernet)]
+        if not supernets:
+            return
+        paths: List[Optional[str]] = [None] * dist.get_world_size()
+        dist.all_gather_object(paths, [s.arch for s in supernets])
+        if any(p != paths[0] for p in paths):
+            raise RuntimeError(f'the ranks train different supernet paths ({paths}); every rank must sample the same '
+                               'path (SupernetSamplerHook sends rank 0\'s seed to all)')
+
+    def train_step(self, data, optim_wrapper):
+        if self.check_path:
+            self._check_same_path()
+        return self.module.train_step(data, optim_wrapper)
+
+    def val_step(self, data):
+        return self.module.val_step(data)
+
+    def test_step(self, data):
+        return self.module.test_step(data)
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+
+@RUNNERS.register_module()
+class FSDP2Runner(Runner):
+    """mmengine's runner for an :class:`FSDP2Wrapper` model: the wrapper initialises the weights and syncs them from
+    rank 0 before sharding, where the plain runner would broadcast every (sharded) tensor after. ``tools/train.py``
+    selects it whenever ``model_wrapper_cfg.type`` is ``'FSDP2Wrapper'``."""
+
+    def _init_model_weights(self) -> None:
+        if not isinstance(self.model, FSDP2Wrapper):
+            super()._init_model_weights()
+
+    def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None, save_optimizer: bool = True,
+                        save_param_scheduler: bool = True, meta=None, by_epoch: bool = True, backend_args=None):
+        """Gather (or write the shards of) the sharded state on every rank, then let rank 0 write the runner's file
+        (mmengine's ``save_checkpoint`` is master-only; :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`
+        puts the gathered state in)."""
+        if isinstance(self.model, FSDP2Wrapper):
+            self.fsdp2_pending = gather_checkpoint_state(self.model, self.optim_wrapper, out_dir, filename,
+                                                         save_optimizer)
+        try:
+            super().save_checkpoint(out_dir, filename, file_client_args=file_client_args,
+                                    save_optimizer=save_optimizer, save_param_scheduler=save_param_scheduler,
+                                    meta=meta, by_epoch=by_epoch, backend_args=backend_args)
+        finally:
+            self.fsdp2_pending = None
+        if isinstance(self.model, FSDP2Wrapper):
+            dist.barrier()  # the file exists on every rank's return
