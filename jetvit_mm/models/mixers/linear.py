@@ -115,7 +115,8 @@ class LinearAttention(TokenMixer):
     ) -> torch.Tensor:
         """Normalised linear attention on ``[B, H, N, head_dim]`` tensors (autocast off), in :meth:`compute_dtype`."""
         dtype = self.compute_dtype(q.dtype)
-        with torch.autocast(device_type=q.device.type, enabled=False):
+        # the meta device has no autocast state of its own (a model built there to count its parameters)
+        with torch.autocast(device_type='cpu' if q.device.type == 'meta' else q.device.type, enabled=False):
             q, k, v = self.feature_map(q.to(dtype)), self.feature_map(k.to(dtype)), v.to(dtype)
             denominator = q @ k.sum(dim=2, keepdim=True).transpose(-2, -1)  # [B, H, N, 1]
             if rope is not None and self.rope_numerator:

@@ -175,7 +175,8 @@ def check_entry(entry: MixerEntry, common: Mapping[str, Any], rope_dim: Optional
                 raise
             except Exception:  # noqa: BLE001 (perhaps only the meta device fails: try for real)
                 pass
-        mixer = entry.build(**common)
+        with torch.device('cpu'):  # for real, whatever default device the caller builds the model under
+            mixer = entry.build(**common)
         try:
             probe_mixer(*args, mixer, **probe)
         except MixerContractError:
