@@ -18,9 +18,10 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.utils import import_modules_from_strings
 
-from jetvit_mm.cli import check_inputs
+from jetvit_mm.cli import arch_string, check_inputs, check_outputs, finite, integer
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
+from jetvit_mm.mm.search_identity import IDENTITY_NAMES, search_identity
 from jetvit_mm.mm.search_runner import (
     ArchScorer,
     check_metric,
@@ -40,21 +41,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--stage', type=int, choices=(1, 2), default=1)
     parser.add_argument('--head-checkpoint', help='the teacher\'s trained downstream head (e.g. its probe run)')
     parser.add_argument('--metric', default='mIoU', help='evaluator metric to optimise, or distill_loss (no labels)')
-    parser.add_argument('--beam-width', type=int, default=4)
-    parser.add_argument('--min-gain', type=float, default=None,
+    parser.add_argument('--beam-width', type=integer(minimum=1), default=4)
+    parser.add_argument('--min-gain', type=finite(), default=None,
                         help='Step 1: stop when a stage gains less, in the metric\'s units, and keep none of that '
                              'stage\'s moves (default: 0.1 for a percent metric such as mIoU, 0.001 for a fraction '
                              'such as COCO mAP or AbsRel)')
-    parser.add_argument('--max-full', type=int, default=None, help='Step 2: at most this many F layers')
-    parser.add_argument('--tolerance', type=float, default=None,
+    parser.add_argument('--max-full', type=integer(minimum=0), default=None, help='Step 2: at most this many F layers')
+    parser.add_argument('--tolerance', type=finite(), default=None,
                         help='Step 2: stop at the first stage whose best arch scores at least teacher score - '
                              'tolerance, in the metric\'s units (default: 0.5 for a percent metric, 0.005 for a '
                              'fraction). A negative tolerance puts the target above the teacher\'s score: the '
                              'search then stops on the score only where an arch beats the teacher by |tolerance|, '
                              'else at --max-full or when no move is left, returning the best arch scored')
-    parser.add_argument('--step1-arch', help='Step 2 start (default: Step 1\'s best from the work dir state)')
-    parser.add_argument('--latency-budget', type=float, default=None, help='max predicted latency, ms')
-    parser.add_argument('--latency-size', type=int, nargs=2, default=None, metavar=('H', 'W'),
+    parser.add_argument('--step1-arch', type=arch_string,
+                        help='Step 2 start (default: Step 1\'s best from the work dir state)')
+    parser.add_argument('--latency-budget', type=finite(above=0), default=None, help='max predicted latency, ms')
+    parser.add_argument('--latency-size', type=integer(minimum=1), nargs=2, default=None, metavar=('H', 'W'),
                         help='input size of the latency model (default: the first val batch after the data '
                              'preprocessor, rounded up to whole patches)')
     parser.add_argument('--latency-table', type=Path, default=None,
@@ -62,7 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'latency_table.json or {"base", "F", "L", "W"} in ms, e.g. measured on the deployment '
                              'device at the deployment size')
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--seed', type=integer(minimum=0), default=0)
     parser.add_argument('--resume', action='store_true', help='continue the search saved in the work dir')
     parser.add_argument('--work-dir', default=None)
     parser.add_argument('--export', action='store_true', help='export the best arch of this stage')
@@ -70,6 +72,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config', 'latency_table'))
+    check_outputs(parser, args, dirs=('work_dir', ))
+    if args.stage == 1 and (args.max_full is not None or args.tolerance is not None or args.step1_arch):
+        parser.error('--max-full, --tolerance and --step1-arch are Step 2 options: pass --stage 2, or drop them')
+    if args.stage == 2 and args.min_gain is not None:
+        parser.error('--min-gain is a Step 1 option: pass --stage 1, or drop it')
+    if args.distill_config and not args.export:
+        parser.error('--distill-config is used by --export only: pass --export, or drop it')
     return args
 
 
@@ -91,8 +100,8 @@ def main(argv=None) -> dict:
         min_gain=min_gain if args.min_gain is None else args.min_gain,
         tolerance=tolerance if args.tolerance is None else args.tolerance, max_full=args.max_full,
         latency_budget=args.latency_budget, seed=args.seed)
-    identity = dict(checkpoint=str(args.checkpoint), metric=args.metric, head_checkpoint=args.head_checkpoint)
-    state = open_state(state_path, args.stage, identity, args.resume)
+    identity = search_identity(cfg, args.metric, args.checkpoint, args.head_checkpoint)  # by content, not path
+    state = open_state(state_path, args.stage, identity, args.resume, IDENTITY_NAMES)
     supernet, teacher = load_supernet(args.checkpoint, cfg)
     start = start_arch(args.stage, supernet.search_space, state, args.step1_arch)
     scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device,
