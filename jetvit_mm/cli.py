@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-__all__ = ['arch_string', 'check_inputs', 'check_outputs', 'finite', 'integer', 'not_writable']
+__all__ = ['arch_string', 'check_inputs', 'check_outputs', 'count', 'finite', 'integer', 'not_writable', 'positive']
 
 
 def finite(minimum: Optional[float] = None, maximum: Optional[float] = None,
@@ -48,6 +48,19 @@ def integer(minimum: Optional[int] = None, maximum: Optional[int] = None) -> Cal
 
     parse.__name__ = wanted
     return parse
+
+
+def positive(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return integer(minimum=1)(text)
+
+
+def count(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return integer(minimum=0)(text)
+
+
+positive.__name__, count.__name__ = 'an integer >= 1', 'an integer >= 0'
 
 
 def arch_string(text: str) -> str:

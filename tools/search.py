@@ -18,7 +18,8 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.utils import import_modules_from_strings
 
-from jetvit_mm.cli import arch_string, check_inputs, check_outputs, finite, integer
+from jetvit_mm.cli import arch_string, check_inputs, check_outputs, finite, positive
+from jetvit_mm.cli import count as count_arg
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
 from jetvit_mm.mm.search_identity import IDENTITY_NAMES, search_identity
@@ -41,12 +42,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--stage', type=int, choices=(1, 2), default=1)
     parser.add_argument('--head-checkpoint', help='the teacher\'s trained downstream head (e.g. its probe run)')
     parser.add_argument('--metric', default='mIoU', help='evaluator metric to optimise, or distill_loss (no labels)')
-    parser.add_argument('--beam-width', type=integer(minimum=1), default=4)
+    parser.add_argument('--beam-width', type=positive, default=4)
     parser.add_argument('--min-gain', type=finite(), default=None,
                         help='Step 1: stop when a stage gains less, in the metric\'s units, and keep none of that '
                              'stage\'s moves (default: 0.1 for a percent metric such as mIoU, 0.001 for a fraction '
                              'such as COCO mAP or AbsRel)')
-    parser.add_argument('--max-full', type=integer(minimum=0), default=None, help='Step 2: at most this many F layers')
+    parser.add_argument('--max-full', type=count_arg, default=None, help='Step 2: at most this many F layers')
     parser.add_argument('--tolerance', type=finite(), default=None,
                         help='Step 2: stop at the first stage whose best arch scores at least teacher score - '
                              'tolerance, in the metric\'s units (default: 0.5 for a percent metric, 0.005 for a '
@@ -56,7 +57,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--step1-arch', type=arch_string,
                         help='Step 2 start (default: Step 1\'s best from the work dir state)')
     parser.add_argument('--latency-budget', type=finite(above=0), default=None, help='max predicted latency, ms')
-    parser.add_argument('--latency-size', type=integer(minimum=1), nargs=2, default=None, metavar=('H', 'W'),
+    parser.add_argument('--latency-size', type=positive, nargs=2, default=None, metavar=('H', 'W'),
                         help='input size of the latency model (default: the first val batch after the data '
                              'preprocessor, rounded up to whole patches)')
     parser.add_argument('--latency-table', type=Path, default=None,
@@ -64,7 +65,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'latency_table.json or {"base", "F", "L", "W"} in ms, e.g. measured on the deployment '
                              'device at the deployment size')
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    parser.add_argument('--seed', type=integer(minimum=0), default=0)
+    parser.add_argument('--seed', type=count_arg, default=0)
     parser.add_argument('--resume', action='store_true', help='continue the search saved in the work dir')
     parser.add_argument('--work-dir', default=None)
     parser.add_argument('--export', action='store_true', help='export the best arch of this stage')
