@@ -68,6 +68,7 @@ from jetvit_mm.benchmark.targets import distill_step_target, print_targets
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
 from jetvit_mm.cli import check_inputs, check_outputs, positive
 from jetvit_mm.cli import count as count_arg
+from jetvit_mm.jsonio import read_json_file
 from jetvit_mm.models.mixers.kernels import WINDOW_KERNELS
 
 SUPERNET_ONLY_KEYS = ('search_space', 'step1_arch', 'freeze_mlp')
@@ -203,8 +204,8 @@ def run_models(args: argparse.Namespace) -> dict:
 
 def run_plot(args: argparse.Namespace) -> dict:
     """Draw the scaling plot of a saved `models --json` result (e.g. one measured on another machine)."""
-    result = json.loads(Path(args.result).read_text())
-    if result.get('command') != 'models':
+    result = read_json_file(args.result, 'a benchmark result (tools/benchmark.py models --json)', keys=('command', ))
+    if result.get('command') != 'models' or not isinstance(result.get('rows'), list):
         raise SystemExit(f'{args.result} is not a `models` result (command={result.get("command")!r})')
     plot_scaling(result['rows'], args.out, scaling_title(result))
     print(f'wrote {args.out}')

@@ -4,7 +4,7 @@ needs, when it is built: before the first iteration or evaluation (mmengine woul
 concatenate", or a bare JSON or key error)."""
 import copy
 import json
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from mmengine.dataset import BaseDataset
 from mmengine.evaluator import Evaluator
@@ -41,7 +41,10 @@ def _reading_error(error: Exception, what: str, files: Optional[str]) -> DataInp
 
 def _dataset_class(cfg: dict) -> Any:
     kind = cfg.get('type')
-    return DATASETS.get(kind) if isinstance(kind, str) else kind
+    if not isinstance(kind, str):
+        return kind
+    with DATASETS.switch_scope_and_registry(None) as registry:  # the default scope's registry, as build() uses
+        return registry.get(kind)
 
 
 def build_checked_dataset(cfg: dict) -> Any:
@@ -62,6 +65,9 @@ def build_checked_dataset(cfg: dict) -> Any:
         dataset.full_init()
     except (json.JSONDecodeError, KeyError) as error:
         raise _reading_error(error, what, cfg.get('ann_file')) from error
+    except FileNotFoundError as error:  # a data folder or annotation file that is not there
+        raise DataInputError(f'{what}: {error.filename or error} does not exist; check data_root, data_prefix and '
+                             f'ann_file (the layout the dataset type expects)') from error
     if len(dataset) == 0:
         suffixes = ', '.join(f'{k}={getattr(dataset, k)!r}' for k in ('img_suffix', 'seg_map_suffix')
                              if hasattr(dataset, k))
@@ -97,11 +103,28 @@ def build_checked_evaluator(evaluator: Any, build: Any = Evaluator) -> Evaluator
     """``build(evaluator)`` (default: :class:`~mmengine.evaluator.Evaluator`), with an annotation file a metric reads
     (mmdet's ``CocoMetric(ann_file=...)``) that is not valid JSON or lacks a section named in the error."""
     try:
-        return build(evaluator)
+        built = build(evaluator)
     except (json.JSONDecodeError, KeyError) as error:
         if isinstance(error, KeyError) and 'registry' in str(error):  # an unknown metric type: mmengine's message
             raise
         raise _reading_error(error, 'the evaluator', _ann_files(evaluator)) from error
+    for metric in getattr(built, 'metrics', []):
+        check_coco_sections(getattr(metric, '_coco_api', None), f'the evaluator {type(metric).__name__}',
+                            getattr(metric, 'ann_file', None) or _ann_files(evaluator), ('annotations', ))
+    return built
+
+
+def check_coco_sections(api: Any, what: str, ann_file: Any, needed: Tuple[str, ...] = ()) -> None:
+    """A COCO annotation file read by pycocotools (``api``: its ``COCO`` object, None: nothing to check) must hold
+    ``images`` and ``categories`` (and the ``needed`` sections: ``annotations`` to evaluate or train); pycocotools
+    accepts a file without them and the run fails or scores nothing much later."""
+    sections = getattr(api, 'dataset', None)
+    if not isinstance(sections, dict):
+        return
+    missing = [k for k in ('images', 'categories', *needed) if k not in sections]
+    if missing:
+        raise DataInputError(f'{what}: {ann_file} lacks the key(s) {missing}; a COCO-style annotation file needs '
+                             f'{COCO_SECTIONS} (a test split without labels: images and categories)')
 
 
 class CheckedRunner(Runner):
