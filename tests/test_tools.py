@@ -114,7 +114,7 @@ def test_two_process_cpu_probe_training(tiny_cityscapes, tmp_path):
            '--launcher', 'pytorch', '--work-dir', str(tmp_path), *data_options(tiny_cityscapes),
            'train_cfg.max_iters=2', 'train_cfg.val_interval=2']
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-5000:]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert re.search(r'Iter\(val\) .*mIoU: \d', proc.stdout + proc.stderr)
     state = load_local_checkpoint(str(tmp_path / 'iter_2.pth'))['state_dict']
     assert 'decode_head.bn.running_mean' in state

@@ -74,10 +74,13 @@ def _init_cpu_process_group(launcher: str) -> None:
 @contextlib.contextmanager
 def process_group_teardown() -> Iterator[None]:
     """Destroy the default process group when the block ends, on success and on error, whoever started it (the CPU
-    gloo group above, mmengine's ``init_dist``). A process that exits with the group alive can abort in its
-    communication threads' teardown ("terminate called without an active exception")."""
+    gloo group above, mmengine's ``init_dist``). On success the ranks first meet at a barrier, so that none tears
+    its connections down while another still uses them. A process that exits with the group alive, or while a peer
+    still talks to it, can abort in gloo's threads ("terminate called without an active exception")."""
     try:
         yield
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.barrier()
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
