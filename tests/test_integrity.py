@@ -65,11 +65,15 @@ def test_zeroed_bytes_inside_a_tensor_record_are_refused_and_named(tmp_path):
 def test_digest_catches_what_no_crc_covers(tmp_path):
     """A legacy (non-zip) file has no CRC: the digest written with it refuses changed tensor bytes."""
     path = tmp_path / 'legacy.pth'
-    backbone_checkpoint(path, legacy=True)
+    model = backbone_checkpoint(path, legacy=True)
     assert path.read_bytes()[:1] == b'\x80'  # a pickle, not a zip
     JetViT(**TINY, checkpoint=path)  # intact: loads
-    size = path.stat().st_size
-    zero_bytes(path, size - 2048)  # inside the last tensor's storage
+    weight = model.state_dict()['blocks.3.mlp.fc2.weight'].contiguous().numpy().tobytes()
+    data = bytearray(path.read_bytes())
+    start = data.find(weight)
+    assert start > 0, 'the weight\'s bytes lie in the file as they are'
+    data[start + 64:start + 128] = bytes(b ^ 0xFF for b in data[start + 64:start + 128])
+    path.write_bytes(bytes(data))
     for load in (lambda: JetViT(**TINY, checkpoint=path), lambda: load_local_checkpoint(str(path))):
         with pytest.raises(DamagedCheckpointError, match=r'legacy\.pth is damaged: its tensors do not match'):
             load()

@@ -11,6 +11,7 @@ examples = dict(
     LinearProbeHead=dict(type='LinearProbeHead', in_channels=16, num_classes=5),
     SupernetSamplerHook=dict(type='SupernetSamplerHook', mode='budgeted', max_full=1),
     ArchSpecHook=dict(type='ArchSpecHook'),
+    CheckpointDigestHook=dict(type='CheckpointDigestHook'),
     LayerDecayOptimWrapperConstructor=dict(
         type='LayerDecayOptimWrapperConstructor', paramwise_cfg=dict(layer_decay_rate=0.7),
         optim_wrapper_cfg=dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.1))),
