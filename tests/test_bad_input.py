@@ -279,3 +279,14 @@ def test_legacy_checkpoints_pass_the_test_and_search_tools_checks(tmp_path):
     check_checkpoint_fits(model, str(path), PROBE.name)
     assert saved_distill_objective(str(path))['loss'] == 'mse'
     assert state_fingerprint(str(path)).startswith('sha256:')
+
+
+def test_search_reads_a_given_latency_table_before_any_work(files):
+    """A bad --latency-table is refused before the supernet is loaded or a state file written."""
+    table = files['tmp'] / 'latency_table.json'
+    table.write_text('{"base": 1.0, "F": 2.0}')
+    work = files['tmp'] / 'search'
+    with pytest.raises(ValueError, match=r'latency_table\.json: a latency table needs non-negative milliseconds'):
+        load_tool('search').main([files['cfg'], files['ckpt'], '--metric', 'distill_loss', '--latency-table',
+                                  str(table), '--work-dir', str(work)])
+    assert not work.exists()

@@ -101,14 +101,15 @@ def main(argv=None) -> dict:
         min_gain=min_gain if args.min_gain is None else args.min_gain,
         tolerance=tolerance if args.tolerance is None else args.tolerance, max_full=args.max_full,
         latency_budget=args.latency_budget, seed=args.seed)
+    given_table = read_latency_table(args.latency_table) if args.latency_table is not None else None
     identity = search_identity(cfg, args.metric, args.checkpoint, args.head_checkpoint)  # by content, not path
     state = open_state(state_path, args.stage, identity, args.resume, IDENTITY_NAMES)
     supernet, teacher = load_supernet(args.checkpoint, cfg)
     start = start_arch(args.stage, supernet.search_space, state, args.step1_arch)
     scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device,
                         distill_objective=saved_distill_objective(args.checkpoint))
-    if args.latency_table is not None:
-        table, size = read_latency_table(args.latency_table)
+    if given_table is not None:
+        table, size = given_table
         size = tuple(args.latency_size or size or ())
     else:
         size = tuple(args.latency_size or scorer.input_size())
