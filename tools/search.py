@@ -104,6 +104,8 @@ def main(argv=None) -> dict:
     given_table = read_latency_table(args.latency_table) if args.latency_table is not None else None
     identity = search_identity(cfg, args.metric, args.checkpoint, args.head_checkpoint)  # by content, not path
     state = open_state(state_path, args.stage, identity, args.resume, IDENTITY_NAMES)
+    # the paths too, for the record only (not compared on resume)
+    record = dict(identity, checkpoint=str(args.checkpoint), head_checkpoint=args.head_checkpoint)
     supernet, teacher = load_supernet(args.checkpoint, cfg)
     start = start_arch(args.stage, supernet.search_space, state, args.step1_arch)
     scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device,
@@ -115,7 +117,7 @@ def main(argv=None) -> dict:
         size = tuple(args.latency_size or scorer.input_size())
         table = load_or_measure(work_dir / 'latency_table.json', supernet, size, args.device)
 
-    outcome = run_stage(settings, scorer, start, state, state_path, identity, table, size, out_dir=work_dir)
+    outcome = run_stage(settings, scorer, start, state, state_path, record, table, size, out_dir=work_dir)
     plot_stage(outcome, settings, work_dir)
     summary = outcome.summary
     if args.export:
