@@ -30,6 +30,6 @@ setup(
         'matplotlib',
         'tqdm',
     ],
-    extras_require={'tests': ['pytest', 'ruff']},
+    extras_require={'tests': ['pytest', 'ruff'], 'deploy': ['onnx>=1.16', 'onnxscript>=0.3', 'onnxruntime>=1.18']},
     license='Apache-2.0',
 )

@@ -66,4 +66,7 @@ fi
 log "installing OpenMMLab stack, timm and test tools"
 "${PIP[@]}" -r "$ROOT/requirements.txt"
 "${PIP[@]}" --no-build-isolation --no-deps -e "$ROOT"
+# 4. the deploy extra (ONNX export and its onnxruntime tests): setup.py's extras_require['deploy']
+log "installing the deploy extra (onnx, onnxscript, onnxruntime)"
+"${PIP[@]}" 'onnx==1.23.2' 'onnxscript==0.7.2' 'onnxruntime==1.32.0'
 "$PY" -c "import mmcv.ops, mmseg.models, mmdet.models, timm, jetvit_mm; print('[install] ok: mmcv', mmcv.__version__, '| mmseg', __import__('mmseg').__version__, '| mmdet', __import__('mmdet').__version__, '| timm', timm.__version__, '| torch', __import__('torch').__version__)"

@@ -195,7 +195,7 @@ def run_models(args: argparse.Namespace) -> dict:
         entries, sizes=args.size, batch=args.batch, dtype=args.dtype, device=args.device, warmup=args.warmup,
         repeat=args.repeat, compile_model=args.compile, cuda_graph=args.cuda_graph, throughput=args.throughput,
         threads=args.threads, memory=not args.no_memory, profile=args.profile, malloc=args.malloc, malloc_kept=kept,
-        on_round=round_printer(args.warmup + args.repeat))
+        on_round=round_printer(args.warmup + args.repeat), onnxruntime=args.onnxruntime)
     result = save_result('models', args, measured)
     if args.plot:
         plot_scaling(result['rows'], args.plot, scaling_title(result))
@@ -315,6 +315,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='dpt: time the depth model of the paper\'s Table 4, the backbone (a DINOv2 model) and '
                              'DepthAnythingV2\'s DPT head (widths from --config\'s decode_head, else the model\'s '
                              'preset); sizes must be multiples of 14')
+    models.add_argument('--onnxruntime', action='store_true',
+                        help='also time each model\'s ONNX export in an onnxruntime CPU session, in the same '
+                             'interleaved run (fp32, CPU; needs the deploy extra)')
     models.add_argument('--no-teacher', action='store_true', help='do not add the all-F teacher as reference')
     models.add_argument('--no-memory', action='store_true', help='skip the peak-memory processes')
     models.add_argument('--profile', action='store_true',

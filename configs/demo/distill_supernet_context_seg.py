@@ -17,7 +17,8 @@ backbone = _base_.backbone
 model = dict(
     _delete_=True,  # not the base's segmentor
     type='FeatureDistiller',
-    data_preprocessor=dict(_base_.data_preprocessor, pad_val=0, seg_pad_val=255, size=_base_.image_size),
+    data_preprocessor=dict(_base_.data_preprocessor, pad_val=0, seg_pad_val=255, size=_base_.image_size,
+                           test_cfg=dict(size_divisor=16)),
     teacher=dict(type='JetViT', checkpoint=None, **backbone),
     student=dict(type='JetViTSupernet', search_space='LW', **backbone),
     distill_indices=(-1, ),

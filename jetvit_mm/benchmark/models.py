@@ -16,6 +16,7 @@ from .contention import QUIET_CORES, CpuContention, quiet_stats
 from .flops import count_flops
 from .host import machine_record, malloc_note, malloc_record, started_at
 from .memory import DTYPES, build_model, cuda_forward_memory, measure_forward_memory
+from .onnx_runtime import ORT_SUFFIX
 from .profile import backbone_of, block_times, profile_model
 from .targets import model_targets, print_targets
 from .timing import maybe_graphed, summarize, time_interleaved
@@ -105,11 +106,13 @@ def largest_cuda_batch(model: nn.Module, size: Tuple[int, int], dtype: torch.dty
 def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int, int]]], batch: int, dtype: str,
                      device: str, warmup: int, repeat: int, compile_model: bool, cuda_graph: bool,
                      throughput: Optional[int], threads: int, memory: bool, profile: bool, malloc: str,
-                     malloc_kept: bool, on_round: Optional[Callable[[int, bool], None]] = None) -> Dict[str, object]:
+                     malloc_kept: bool, on_round: Optional[Callable[[int, bool], None]] = None,
+                     onnxruntime: bool = False) -> Dict[str, object]:
     """Latency (median, min, max, and of the quiet samples), images/s, FLOPs, peak memory and speed-ups of every
     entry at every size (default: 32 x 64 and 64 x 128 patches); prints the table and the targets and returns the
     result. ``throughput``: None (images/s of the latency run), a batch, or -1 (the largest power-of-two batch that
-    fits on CUDA)."""
+    fits on CUDA). ``onnxruntime``: also each model's ONNX export in an onnxruntime CPU session, in the same
+    round-robin (rows labelled ``<label> (onnxruntime)``)."""
     dev, torch_dtype = torch.device(device), DTYPES[dtype]
     models: Dict[str, nn.Module] = {}
     for e in entries:
@@ -135,6 +138,10 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
             x = torch.randn(batch, 3, h, w, device=dev, dtype=torch_dtype)
             calls.update(maybe_graphed({f'{h}x{w} {label}': (lambda m=m, x=x: m(x)) for label, m in runners.items()},
                                        cuda_graph))
+    if onnxruntime:
+        from .onnx_runtime import onnx_calls
+
+        calls.update(onnx_calls(models, sizes, batch, threads, dev, torch_dtype))
     others: Dict[str, List[Optional[float]]] = {name: [] for name in calls}
 
     def run(name: str) -> torch.Tensor:
@@ -152,7 +159,8 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     samples: Dict[str, Dict[str, List[float]]] = {}
     for h, w in sizes:
         key = f'{h}x{w}'
-        samples[key] = {label: pair_samples[f'{key} {label}'] for label in runners}
+        samples[key] = {name[len(key) + 1:]: times for name, times in pair_samples.items()
+                        if name.startswith(f'{key} ')}
         stats = summarize(samples[key])
         for label in stats:
             stats[label].update(quiet_stats(samples[key][label], others[f'{key} {label}'][warmup:]))
@@ -179,10 +187,15 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
                          'gflops_by_part': {k: v / 1e9 for k, v in flops['by_part'].items()},
                          **stats[label], 'throughput_batch': images_per_s[label][0],
                          'images_per_s': images_per_s[label][1]})
+            ort = f'{label}{ORT_SUFFIX}'
+            if ort in stats:  # the same model's ONNX export, timed in the same round-robin
+                rows.append({**rows[-1], 'label': ort, 'runtime': 'onnxruntime', **stats[ort],
+                             'throughput_batch': batch, 'images_per_s': batch * 1e3 / stats[ort]['median_ms']})
     add_speedups(rows, 'F' * backbone_of(models[entries[0]['label']]).depth)
 
     if memory:
-        add_peak_memory(rows, entries, models, batch, dtype, device, threads)
+        add_peak_memory([r for r in rows if r.get('runtime') != 'onnxruntime'], entries, models, batch, dtype, device,
+                        threads)
     profiles = profile_entries(entries, models, max(sizes, key=lambda size: size[0] * size[1]), dev, torch_dtype) \
         if profile else {}
     load_end = os.getloadavg()

@@ -21,6 +21,7 @@ so mmengine's, mmseg's and mmdet's own entry points use it too once a config's `
 import functools
 import os.path as osp
 import pickle
+import re
 from typing import Any, Callable, List, Tuple, Union
 
 import numpy as np
@@ -31,12 +32,13 @@ from torch import nn
 
 from jetvit_mm.models.arch import SPEC_KEY, check_spec
 from jetvit_mm.models.checkpoints import register_fallback_loader, register_jetvit_reader, strip_prefix
-from jetvit_mm.models.checkpoints.io import torch_load
+from jetvit_mm.models.checkpoints.io import UnsafeCheckpointError, torch_load
 
 from .config_text import neutralise_config_text
 from .runner_checkpoint import runner_jetvit_part, saved_spec
 
-__all__ = ['check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'runner_safe_globals']
+__all__ = ['check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'refusal_message',
+           'runner_safe_globals']
 
 _BUILTIN_STATISTICS = frozenset({'min', 'max', 'current', 'mean'})
 
@@ -69,9 +71,27 @@ def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = 
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'{filename} can not be found.')
-    with torch.serialization.safe_globals(runner_safe_globals()):
-        checkpoint = torch_load(filename, map_location=map_location, weights_only=True, mmap=mmap)
+    try:
+        with torch.serialization.safe_globals(runner_safe_globals()):
+            checkpoint = torch_load(filename, map_location=map_location, weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as refused:
+        raise UnsafeCheckpointError(refusal_message(filename, refused)) from None
     return neutralise_config_text(checkpoint)
+
+
+def refusal_message(filename: str, refused: Exception) -> str:
+    """What a user of mmseg's / mmdet's clients (``init_model``, the inferencers, ``tools/test.py``) reads when the
+    loader ``import jetvit_mm.mm`` registered refuses a file: which object was refused, that this stays so, and what
+    to do instead."""
+    found = re.search(r'GLOBAL ([\w.]+)', str(refused))
+    reason = f'it names the Python global {found.group(1)}' if found else f'{type(refused).__name__}: {refused}'
+    return (f'{filename} was refused by jetvit_mm\'s checkpoint loader (registered for mmengine, mmseg and mmdet by '
+            f'`import jetvit_mm.mm` / custom_imports; torch.load with weights_only=True, allowing only the data types '
+            f'of mmengine runner checkpoints): {reason}. The file holds a Python object that is not checkpoint data, '
+            f'and it stays refused: there is no setting that turns safe loading off. Checkpoints written by jetvit_mm '
+            f'(tools/train.py, tools/export_hybrid.py) and published weights (.pth state dicts, .safetensors) load '
+            f'as they are; a file from another tool that you trust can be re-saved as a plain state dict '
+            f'(torch.save(model.state_dict(), ...)) or as .safetensors, and loaded from there')
 
 
 def _without_config_code(loader: Callable) -> Callable:

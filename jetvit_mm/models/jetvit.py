@@ -9,9 +9,11 @@ from timm.layers import LayerScale
 from torch import nn
 
 from .arch import SPEC_KEY, ArchSpec, check_spec
-from .checkpoints import check_state_keys, jetvit_part, read_checkpoint, to_jetvit_names
+from .checkpoints import check_state_keys, jetvit_part, read_checkpoint, strip_prefix, to_jetvit_names
 from .mixers import build_mixer, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
+from .rope_grid import rope_embed_for_grid
+from .tracing import check_not_legacy_onnx_export, exporting
 from .variants import get_variant
 
 INHERIT = ('all', 'mlp')
@@ -245,14 +247,23 @@ class JetViT(nn.Module):
         """Called by ``load_state_dict`` (also mmengine's and mmseg's loaders): refuse weights of another spec."""
         check_spec(ArchSpec.from_tensor(state, 'the loaded state dict'), self.spec, 'the loaded state dict')
 
-    def load_checkpoint(self, path: Union[str, Path]) -> str:
+    def load_checkpoint(self, path: Union[str, Path], prefix: Optional[str] = None) -> str:
         """Load teacher or JetViT weights from ``path`` strictly; returns the detected format.
 
         ``path`` may also be another program's checkpoint that holds one JetViT, e.g. a runner checkpoint of a
         fine-tuned distiller or a downstream model once ``jetvit_mm.mm`` is imported
-        (:func:`~jetvit_mm.models.checkpoints.jetvit_part`).
+        (:func:`~jetvit_mm.models.checkpoints.jetvit_part`). ``prefix`` (``'backbone.'``, as mmengine's
+        ``init_cfg=dict(type='Pretrained', prefix=...)``) takes only the weights under it, prefix removed.
         """
-        raw, saved = jetvit_part(*read_checkpoint(path), str(path))
+        state, meta = read_checkpoint(path)
+        if prefix:
+            prefix = prefix if prefix.endswith('.') else prefix + '.'
+            if not any(k.startswith(prefix) for k in state):
+                roots = sorted({k.split('.')[0] + '.' for k in state})
+                raise ValueError(f'{path} has no weights under the prefix {prefix!r}; its top-level prefixes are '
+                                 f'{roots[:12]}')
+            state = strip_prefix(state, prefix)
+        raw, saved = jetvit_part(state, meta, str(path))
         check_spec(saved, self.spec, str(path))
         state, fmt = to_jetvit_names(raw)
         self.load_jetvit_state_dict(state, source=f'{path} ({fmt} format)', saved=saved)
@@ -301,12 +312,14 @@ class JetViT(nn.Module):
                              f'pixels) per side, got shape {tuple(x.shape)} (an empty batch or an empty image)')
         if H % self.patch_size or W % self.patch_size:
             raise ValueError(f'input size {H}x{W} is not a multiple of the patch size {self.patch_size}; '
-                             f'pad or resize it (mmseg: data_preprocessor size_divisor={self.patch_size}; mmdet: '
-                             f'data_preprocessor pad_size_divisor, a multiple of {self.patch_size})')
+                             f'pad or resize it (mmseg: model.data_preprocessor.test_cfg=dict(size_divisor='
+                             f'{self.patch_size}) pads test images, data_preprocessor.size the training crops; '
+                             f'mmdet: model.data_preprocessor.pad_size_divisor, a multiple of {self.patch_size})')
         return H // self.patch_size, W // self.patch_size
 
     def prepare_tokens(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[int, int], Optional[torch.Tensor]]:
         """Patch embedding + prefix tokens (+ position embedding); returns tokens, grid and RoPE."""
+        check_not_legacy_onnx_export()
         grid = self._grid(x)
         x = self.patch_embed(x).flatten(1, 2)  # NHWC -> [B, h*w, D]
         prefix = [self.cls_token.expand(x.shape[0], -1, -1)]
@@ -326,6 +339,8 @@ class JetViT(nn.Module):
         """
         if self.rope is None:
             return None
+        if exporting():  # a symbolic grid: no cache, coordinates from tensor ops (the same values)
+            return rope_embed_for_grid(self.rope, grid)
         if self.training:
             return self.rope.get_embed(shape=grid)
         key = (tuple(grid),) + tuple((b.device, b.dtype) for b in self.rope.buffers())

@@ -5,7 +5,8 @@ model = dict(
     type='DepthEstimator',
     data_preprocessor=dict(  # + the ImageNet normalisation of ../default_runtime.py (the experiment joins them)
         pad_val=0,
-        seg_pad_val=0),  # depth 0 = no ground truth
+        seg_pad_val=0,  # depth 0 = no ground truth
+        test_cfg=dict(size_divisor=14)),  # pad test images to whole patches (cut off again)
     backbone=dict(
         type='JetViT',
         model_name='dinov2_vitl14',

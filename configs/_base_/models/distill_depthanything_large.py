@@ -5,6 +5,7 @@
 backbone = dict(model_name='dinov2_vitl14', window_size=16, linear_cfg=dict(conv='squeeze', kernel_size=3))
 model = dict(
     type='FeatureDistiller',
+    data_preprocessor=dict(test_cfg=dict(size_divisor=14)),  # test images padded to whole patches
     teacher=dict(type='JetViT', checkpoint=None, **backbone),
     student=dict(type='JetViTSupernet', search_space='LW', freeze_mlp=False, **backbone),
     distill_indices=(4, 11, 17, 23),  # DepthAnythingV2-L's tapped layers

@@ -6,7 +6,7 @@ backbone = dict(model_name='dinov3_vitb16', window_size=16, linear_cfg=dict(conv
 model = dict(
     type='FeatureDistiller',
     # the experiment adds ../default_runtime.py's ImageNet normalisation and its crop size (mmseg pads to it)
-    data_preprocessor=dict(size=None),
+    data_preprocessor=dict(size=None, test_cfg=dict(size_divisor=16)),  # test images padded to whole patches
     teacher=dict(type='JetViT', checkpoint=None, **backbone),
     student=dict(type='JetViTSupernet', search_space='LW', freeze_mlp=False, **backbone),
     distill_indices=(-1, ),

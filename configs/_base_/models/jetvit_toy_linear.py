@@ -8,7 +8,7 @@ backbone = dict(model_name='dinov3_vits16', embed_dim=embed_dim, depth=12, num_h
 model = dict(
     type='EncoderDecoder',
     # + the ImageNet normalisation of ../default_runtime.py (the experiment joins them); the task's image size
-    data_preprocessor=dict(pad_val=0, seg_pad_val=255, size=(64, 128)),
+    data_preprocessor=dict(pad_val=0, seg_pad_val=255, size=(64, 128), test_cfg=dict(size_divisor=16)),  # whole patches
     backbone=dict(type='JetViT', arch='F' * 12, checkpoint=None, **backbone),
     decode_head=dict(type='LinearProbeHead', in_channels=embed_dim, num_classes=num_classes),
     train_cfg=dict(),

@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from timm.layers import trunc_normal_
 from torch import nn
 
+from ..tracing import exporting
+
 STATIC_KERNEL_STD = 0.02
 CONV_VARIANTS = ('squeeze', 'static', 'token', 'none')
 KERNEL_INITS = ('zero', 'trunc_normal')
@@ -100,11 +102,28 @@ class SqueezeDynamicConv(_KernelGenerator):
         B, D, h, w = v.shape
         k = self.kernel_size
         kernels = super().forward(v.mean(dim=(2, 3)))  # [B, D * k * k]
+        if exporting():  # a grouped conv with groups = B * D cannot have a symbolic batch
+            return per_image_depthwise_conv(v, kernels.reshape(B, D, k, k))
         # images side by side as channels of one image, in channels-last layout: a view (no copy) when B == 1 and v
         # comes from tokens, and the layout the fast depthwise kernels take (NCHW here is ~20x slower on CPU)
         v = v.permute(2, 3, 0, 1).reshape(1, h, w, B * D).permute(0, 3, 1, 2)
         out = F.conv2d(v, kernels.reshape(B * D, 1, k, k), padding=k // 2, groups=B * D)
         return out.permute(0, 2, 3, 1).reshape(h, w, B, D).permute(2, 3, 0, 1)
+
+
+def per_image_depthwise_conv(v: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
+    """Depthwise conv of each image with its own kernels (``v`` ``[B, D, h, w]``, ``kernels`` ``[B, D, k, k]``, zero
+    padding): the squeeze conv's values as a sum of ``k * k`` shifted products, with no grouped conv whose group
+    count depends on the batch, so batch and grid may be symbolic (``torch.export``, ONNX)."""
+    B, D, h, w = v.shape
+    k = kernels.shape[-1]
+    padded = F.pad(v, (k // 2,) * 4)
+    out = None
+    for i in range(k):
+        for j in range(k):
+            term = padded[:, :, i:i + h, j:j + w] * kernels[:, :, i, j, None, None]
+            out = term if out is None else out + term
+    return out
 
 
 class TokenDynamicConv(_KernelGenerator):

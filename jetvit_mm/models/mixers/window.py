@@ -5,11 +5,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..tracing import exporting
 from .base import TokenMixer
 from .kernels import WINDOW_KERNELS, check_kernel, compiled, flex_window_attention, select_window_kernel
 from .kernels.window_compiled import padded_window_attention
 from .kernels.window_flex import window_block_mask
 from .rope import check_num_tokens, rotate_query_key
+from .window_export import masked_window_attention
 from .window_layout import window_merge, window_partition
 
 
@@ -116,6 +118,10 @@ class WindowAttention(TokenMixer):
         h, w = grid_size
         window = (min(self.window_size, h), min(self.window_size, w))
         qkv = self.qkv(x)
+        if exporting():  # a symbolic grid (ONNX): the same attention as one masked full attention
+            out = masked_window_attention(qkv, tuple(grid_size), self.window_size, self.num_heads, P, rope,
+                                          self.rotate_half)
+            return self.proj_drop(self.proj(out))
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
         dropout = self.training and self.attn_drop.p > 0  # the fast paths have no attention dropout
         path = select_window_kernel(self.kernel, x.device, x.numel(), needs_grad or dropout)

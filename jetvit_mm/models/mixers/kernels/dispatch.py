@@ -55,7 +55,9 @@ def _auto_compiles(device: torch.device, numel: int) -> bool:
 
 def select_linear_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool) -> str:
     """The L path to run: ``'torch'``, ``'fused'`` (the pure formulation, traced by an outer torch.compile),
-    ``'compile'`` or ``'triton'``."""
+    ``'compile'`` or ``'triton'``. ``torch.export`` (ONNX) traces the reference path."""
+    if torch.compiler.is_exporting():
+        return 'torch'
     if torch.compiler.is_compiling():
         return 'torch' if requested == 'torch' or needs_grad else 'fused'
     if needs_grad or is_in_torch_dispatch_mode():
@@ -69,7 +71,10 @@ def select_linear_kernel(requested: str, device: torch.device, numel: int, needs
 
 def select_window_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool) -> str:
     """The W path to run: ``'torch'``, ``'compile'`` or ``'flex'``; inside an outer torch.compile the chosen
-    formulation is traced inline (``'auto'``: FlexAttention on CUDA, the padded-key windows elsewhere)."""
+    formulation is traced inline (``'auto'``: FlexAttention on CUDA, the padded-key windows elsewhere);
+    ``torch.export`` (ONNX) traces the reference path."""
+    if torch.compiler.is_exporting():
+        return 'torch'
     if torch.compiler.is_compiling():
         if requested == 'torch' or needs_grad:
             return 'torch'

@@ -1,0 +1,4 @@
+"""Deployment: ONNX export with dynamic batch, height and width, and checks against torch (pure: no mm imports)."""
+from .onnx_export import ExportModule, export_onnx, onnx_session, run_onnx
+
+__all__ = ['ExportModule', 'export_onnx', 'onnx_session', 'run_onnx']

@@ -1,0 +1,135 @@
+"""ONNX export with dynamic batch, height and width: onnxruntime on the CPU matches torch (fp32, 1e-4 relative) at
+two grids and two batches other than the export's, for every mixer letter and both teacher families, with and
+without the heads (linear probe, DPT depth, detection neck); the export formulations equal the eager ones; the
+TorchScript exporter is refused with an error naming the one that works."""
+import pytest
+import torch
+
+from jetvit_mm.deploy import ExportModule, export_onnx, onnx_session, run_onnx
+from jetvit_mm.models import JetViT
+
+from .conftest import REPO, run_tool
+
+pytest.importorskip('onnxruntime', reason='the deploy extra: pip install -e .[deploy]')
+
+EXPORT_GRID, EXPORT_BATCH = (5, 7), 2
+CHECKS = [((3, 5), 1), ((7, 2), 3)]  # (grid, batch): other grids (one smaller than a W window) and batches
+TINY = dict(embed_dim=32, depth=4, num_heads=2, window_size=4)
+
+
+def perturbed(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """``module`` with every parameter moved off its init (the L kernel generators start at zero)."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return module.eval()
+
+
+def assert_matches(module: torch.nn.Module, session, patch: int) -> None:
+    for (rows, cols), batch in CHECKS:
+        image = torch.randn(batch, 3, rows * patch, cols * patch)
+        with torch.no_grad():
+            expected = module(image)
+        got = run_onnx(session, image)
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert g.shape == e.shape
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4 * float(e.abs().max()))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize('model_name', ['dinov3_vits16', 'dinov2_vits14'])
+def test_every_mixer_letter_exports_with_a_dynamic_batch_and_grid(model_name, tmp_path):
+    backbone = perturbed(JetViT(model_name=model_name, arch='LWFL', out_indices=(1, 3), **TINY))
+    module = ExportModule(backbone).eval()
+    path = export_onnx(module, tmp_path / 'backbone.onnx', backbone.patch_size, EXPORT_GRID, EXPORT_BATCH)
+    assert_matches(module, onnx_session(path), backbone.patch_size)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize('config', ['seg_linear_probe_tiny_cityscapes.py', 'depth_eval_tiny_nyu.py',
+                                    'det_mask_rcnn_tiny_coco.py'])
+def test_heads_export_with_the_backbone(config, tmp_path):
+    from jetvit_mm.mm.onnx_model import build_export_module
+
+    module, patch = build_export_module(str(REPO / 'tests' / 'configs' / config), None, 'model')
+    perturbed(module)
+    assert module.head is not None
+    path = export_onnx(module, tmp_path / 'model.onnx', patch, EXPORT_GRID, EXPORT_BATCH)
+    assert_matches(module, onnx_session(path), patch)
+
+
+def test_export_tool_writes_and_checks_the_model(tmp_path):
+    proc = run_tool('export_onnx.py', REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py', '--out',
+                    tmp_path / 'probe.onnx')
+    assert (tmp_path / 'probe.onnx').is_file()
+    assert 'onnxruntime vs torch' in proc.stdout and 'max relative difference' in proc.stdout, proc.stdout
+
+
+def test_torchscript_exporter_is_refused_with_the_working_one_named(tmp_path):
+    model = JetViT(model_name='dinov3_vits16', arch='LWF', **{**TINY, 'depth': 3}).eval()
+    with pytest.raises(RuntimeError, match=r'dynamo=True'):
+        torch.onnx.export(model, (torch.randn(1, 3, 32, 48),), str(tmp_path / 'legacy.onnx'), dynamo=False)
+
+
+# ------------------------------------------------------------------ the export formulations equal the eager ones
+def test_exportable_squeeze_conv_equals_the_grouped_conv():
+    from jetvit_mm.models.mixers.squeeze_conv import SqueezeDynamicConv, per_image_depthwise_conv
+
+    conv = perturbed(SqueezeDynamicConv(16, kernel_size=3))
+    v = torch.randn(3, 16, 5, 7)
+    kernels = conv.fc2(conv.act(conv.fc1(v.mean(dim=(2, 3))))).reshape(3, 16, 3, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(per_image_depthwise_conv(v, kernels), conv(v), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('grid', [(3, 5), (7, 2), (14, 14)])
+def test_rope_and_pos_embed_from_the_grid_equal_the_eager_ones(grid):
+    from jetvit_mm.models.pos_embed import _resize_pos_embed_traceable, resize_pos_embed
+    from jetvit_mm.models.rope_grid import rope_embed_for_grid
+
+    dinov3 = JetViT(model_name='dinov3_vits16', arch='FF', **{**TINY, 'depth': 2}).eval()
+    torch.testing.assert_close(rope_embed_for_grid(dinov3.rope, grid), dinov3.rope.get_embed(shape=list(grid)),
+                               rtol=0, atol=0)
+    pos_embed = torch.randn(1, 1 + 14 * 14, 32)
+    for mode in ('dinov2', 'hf'):
+        torch.testing.assert_close(_resize_pos_embed_traceable(pos_embed, grid, 1, 14, mode),
+                                   resize_pos_embed(pos_embed, grid, 1, mode), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('grid', [(3, 5), (8, 8), (9, 2)])
+def test_masked_window_attention_equals_the_windowed_one(grid):
+    from jetvit_mm.models.mixers.window import window_attention
+    from jetvit_mm.models.mixers.window_export import masked_window_attention
+
+    h, w = grid
+    P, heads, D = 5, 2, 16
+    qkv = torch.randn(2, P + h * w, 3 * D)
+    window = (min(4, h), min(4, w))
+    torch.testing.assert_close(masked_window_attention(qkv, grid, 4, heads, P),
+                               window_attention(qkv, grid, window, heads, P), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.integration
+def test_benchmark_times_onnxruntime_beside_torch_in_one_round_robin(monkeypatch):
+    import jetvit_mm.benchmark.models as model_bench
+    from jetvit_mm.benchmark.models import benchmark_models, jetvit_kwargs, model_entries
+
+    rounds = []
+    timed = model_bench.time_interleaved
+    monkeypatch.setattr(model_bench, 'time_interleaved',
+                        lambda calls, *a, **k: rounds.append(list(calls)) or timed(calls, *a, **k))
+    kwargs = jetvit_kwargs({'window_size': 2, 'model_name': 'dinov3_vits16', 'depth': 3, 'embed_dim': 32,
+                            'num_heads': 2}, 'unused')
+    result = benchmark_models(model_entries(kwargs, ['LWF']), sizes=[(32, 64), (48, 32)], memory=False,
+                              profile=False, warmup=0, repeat=2, batch=1, dtype='fp32', device='cpu',
+                              compile_model=False, cuda_graph=False, throughput=None, threads=1, malloc='system',
+                              malloc_kept=False, onnxruntime=True)
+    labels = ['teacher', 'LWF', 'teacher (onnxruntime)', 'LWF (onnxruntime)']
+    assert sorted(rounds[0]) == sorted(f'{size} {label}' for size in ('32x64', '48x32') for label in labels)
+    rows = {(r['size'], r['label']): r for r in result['rows']}
+    for size in ('32x64', '48x32'):
+        ort = rows[(size, 'LWF (onnxruntime)')]
+        assert ort['runtime'] == 'onnxruntime' and ort['median_ms'] > 0
+        assert ort['speedup'] == pytest.approx(rows[(size, 'teacher')]['median_ms'] / ort['median_ms'])
