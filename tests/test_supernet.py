@@ -252,7 +252,8 @@ def test_two_process_cpu_training_samples_the_same_path(tiny_cityscapes, teacher
     """Both ranks train the same path, also when mmengine seeds each rank differently (diff_rank_seed)."""
     torchrun = Path(sys.executable).with_name('torchrun')
     env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
-    cmd = [str(torchrun), '--nproc_per_node=2', f'--master_port={29517 + diff_rank_seed}',
+    # --standalone: a rendezvous on a free local port (a fixed --master_port collides with any other run using it)
+    cmd = [str(torchrun), '--standalone', '--nproc_per_node=2',
            str(REPO / 'tools' / 'train.py'), str(CONFIG), '--launcher', 'pytorch', '--work-dir', str(tmp_path),
            *options(tiny_cityscapes, teacher_ckpt, 'train_cfg.max_iters=3', 'default_hooks.checkpoint.interval=3',
                     'randomness.seed=5', f'randomness.diff_rank_seed={diff_rank_seed}')]

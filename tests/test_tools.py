@@ -1,4 +1,5 @@
 """tools/train.py and tools/test.py on generated Cityscapes data with an mmseg config using the plugin."""
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -108,11 +109,12 @@ def test_two_process_cpu_probe_training(tiny_cityscapes, tmp_path):
 
     torchrun = Path(sys.executable).with_name('torchrun')
     env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
-    cmd = [str(torchrun), '--nproc_per_node=2', '--master_port=29531', str(REPO / 'tools' / 'train.py'), str(CONFIG),
+    # --standalone: a rendezvous on a free local port (a fixed --master_port collides with any other run using it)
+    cmd = [str(torchrun), '--standalone', '--nproc_per_node=2', str(REPO / 'tools' / 'train.py'), str(CONFIG),
            '--launcher', 'pytorch', '--work-dir', str(tmp_path), *data_options(tiny_cityscapes),
            'train_cfg.max_iters=2', 'train_cfg.val_interval=2']
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-5000:]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert re.search(r'Iter\(val\) .*mIoU: \d', proc.stdout + proc.stderr)
     state = load_local_checkpoint(str(tmp_path / 'iter_2.pth'))['state_dict']
     assert 'decode_head.bn.running_mean' in state
@@ -138,3 +140,22 @@ def test_amp_without_gpu_is_a_clear_error(tiny_cityscapes, tmp_path):
         pytest.skip('this checks the CPU-only message')
     proc = run_tool('train.py', CONFIG, '--work-dir', tmp_path, '--amp', *data_options(tiny_cityscapes), check=False)
     assert proc.returncode != 0 and '--amp needs a CUDA device' in proc.stderr
+
+
+@pytest.mark.parametrize('fails', [False, True], ids=['success', 'error'])
+def test_process_group_is_torn_down_on_success_and_on_error(tmp_path, fails):
+    """What tools/train.py and tools/test.py run in: the process group they (or mmengine) started ends with them."""
+    from jetvit_mm.mm.launch import process_group_teardown
+
+    torch.distributed.init_process_group('gloo', init_method=f'file://{tmp_path / "rendezvous"}', rank=0,
+                                         world_size=1)
+    try:
+        with pytest.raises(RuntimeError, match='late failure') if fails else contextlib.nullcontext():
+            with process_group_teardown():
+                torch.distributed.barrier()
+                if fails:
+                    raise RuntimeError('late failure')
+        assert not torch.distributed.is_initialized()
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()

@@ -66,7 +66,9 @@ from jetvit_mm.benchmark.models import DEFAULT_ARCHS, benchmark_models, dpt_widt
 from jetvit_mm.benchmark.plot import plot_scaling, scaling_title
 from jetvit_mm.benchmark.targets import distill_step_target, print_targets
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
-from jetvit_mm.cli import check_inputs
+from jetvit_mm.cli import check_inputs, check_outputs, positive
+from jetvit_mm.cli import count as count_arg
+from jetvit_mm.jsonio import read_json_file
 from jetvit_mm.models.mixers.kernels import WINDOW_KERNELS
 
 SUPERNET_ONLY_KEYS = ('search_space', 'step1_arch', 'freeze_mlp')
@@ -203,8 +205,8 @@ def run_models(args: argparse.Namespace) -> dict:
 
 def run_plot(args: argparse.Namespace) -> dict:
     """Draw the scaling plot of a saved `models --json` result (e.g. one measured on another machine)."""
-    result = json.loads(Path(args.result).read_text())
-    if result.get('command') != 'models':
+    result = read_json_file(args.result, 'a benchmark result (tools/benchmark.py models --json)', keys=('command', ))
+    if result.get('command') != 'models' or not isinstance(result.get('rows'), list):
         raise SystemExit(f'{args.result} is not a `models` result (command={result.get("command")!r})')
     plot_scaling(result['rows'], args.out, scaling_title(result))
     print(f'wrote {args.out}')
@@ -248,17 +250,17 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest='command', required=True)
     mixers = sub.add_parser('mixers', help='per-mixer and per-block forward latency')
-    mixers.add_argument('--grid', type=int, nargs=2, default=(64, 128), metavar=('H', 'W'), help='patch grid')
-    mixers.add_argument('--dim', type=int, default=768)
-    mixers.add_argument('--heads', type=int, default=12)
-    mixers.add_argument('--batch', type=int, default=1)
-    mixers.add_argument('--prefix', type=int, default=5, help='prefix tokens (DINOv3: cls + 4 registers)')
-    mixers.add_argument('--window', type=int, default=16, help='window size of W')
+    mixers.add_argument('--grid', type=positive, nargs=2, default=(64, 128), metavar=('H', 'W'), help='patch grid')
+    mixers.add_argument('--dim', type=positive, default=768)
+    mixers.add_argument('--heads', type=positive, default=12)
+    mixers.add_argument('--batch', type=positive, default=1)
+    mixers.add_argument('--prefix', type=count_arg, default=5, help='prefix tokens (DINOv3: cls + 4 registers)')
+    mixers.add_argument('--window', type=positive, default=16, help='window size of W')
     mixers.add_argument('--warmup', type=count(0), default=2)
     mixers.add_argument('--repeat', type=count(1), default=5)
     mixers.add_argument('--dtype', choices=sorted(MIXER_DTYPES), default='fp32')
     mixers.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
-    mixers.add_argument('--threads', type=int, default=0, help='torch threads on CPU (0: torch default)')
+    mixers.add_argument('--threads', type=count_arg, default=0, help='torch threads on CPU (0: torch default)')
     mixers.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     mixers.add_argument('--no-rope', action='store_true', help='no RoPE (DINOv2-style teacher)')
     mixers.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
@@ -271,12 +273,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     step = sub.add_parser('distill-step', help='supernet vs fixed-arch distillation training step (CPU)')
     step.add_argument('--model', default='dinov3_vitb16')
     step.add_argument('--arch', default='LWLWLWLWLWLW', help='the path both students run (L/W letters)')
-    step.add_argument('--size', type=int, nargs=2, default=(256, 512), metavar=('H', 'W'))
-    step.add_argument('--batch', type=int, default=2)
-    step.add_argument('--window', type=int, default=16)
+    step.add_argument('--size', type=positive, nargs=2, default=(256, 512), metavar=('H', 'W'))
+    step.add_argument('--batch', type=positive, default=2)
+    step.add_argument('--window', type=positive, default=16)
     step.add_argument('--warmup', type=count(0), default=1)
     step.add_argument('--repeat', type=count(1), default=5)
-    step.add_argument('--threads', type=int, default=0)
+    step.add_argument('--threads', type=count_arg, default=0)
     step.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     step.add_argument('--json', type=Path, default=None)
     step.set_defaults(func=run_distill_step)
@@ -290,11 +292,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--checkpoint', type=Path, default=None,
                         help='exported JetViT checkpoint for the one non-teacher --arch (otherwise random weights); '
                              'with --head dpt an export with its head (hybrid_<arch>_with_head.pth)')
-    models.add_argument('--window', type=int, default=None, help='window size of W (default: model / config)')
-    models.add_argument('--size', type=int, nargs=2, action='append', default=None, metavar=('H', 'W'),
+    models.add_argument('--window', type=positive, default=None, help='window size of W (default: model / config)')
+    models.add_argument('--size', type=positive, nargs=2, action='append', default=None, metavar=('H', 'W'),
                         help='input size in pixels, repeatable (default: 32 x 64 and 64 x 128 patches: 512 1024 and '
                              '1024 2048 at patch 16, 448 896 and 896 1792 at patch 14)')
-    models.add_argument('--batch', type=int, default=1, help='batch of the latency run')
+    models.add_argument('--batch', type=positive, default=1, help='batch of the latency run')
     models.add_argument('--dtype', choices=tuple(MODEL_DTYPES), default='fp32')
     models.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
     models.add_argument('--warmup', type=count(0), default=1)
@@ -303,12 +305,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
     models.add_argument('--linear-cfg', type=key_value, action='append', default=None, metavar='KEY=VALUE',
                         help='an L-mixer option for every arch, e.g. precision=mixed, conv=static, kernel_size=5')
-    models.add_argument('--throughput', type=int, nargs='?', const=-1, default=None, metavar='BATCH',
+    models.add_argument('--throughput', type=positive, nargs='?', const=-1, default=None, metavar='BATCH',
                         help='also time this batch for images/s; without a value: the largest power-of-two batch '
                              'that fits (CUDA) or --batch (CPU). Default: images/s of the latency run')
     models.add_argument('--window-kernel', choices=WINDOW_KERNELS, default=None,
                         help='W layers\' implementation for every arch (default: the model\'s own, auto)')
-    models.add_argument('--threads', type=int, default=0, help='torch threads on CPU (0: torch default)')
+    models.add_argument('--threads', type=count_arg, default=0, help='torch threads on CPU (0: torch default)')
     models.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     models.add_argument('--head', choices=('none', 'dpt'), default='none',
                         help='dpt: time the depth model of the paper\'s Table 4, the backbone (a DINOv2 model) and '
@@ -331,6 +333,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     plot.set_defaults(func=run_plot)
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('config', 'checkpoint', 'result'))
+    check_outputs(parser, args, files=('json', 'plot', 'out'))
     return args
 
 

@@ -7,6 +7,7 @@ The output (``backbone.*`` in JetViT names + ``decode_head.*`` in the original D
 """
 import argparse
 
+from jetvit_mm.cli import check_inputs, check_outputs
 from jetvit_mm.models.depth_anything import export_mmseg_checkpoint
 
 
@@ -15,6 +16,8 @@ def main(argv=None):
     parser.add_argument('src', help='official DepthAnythingV2 .pth (pretrained.* + depth_head.*)')
     parser.add_argument('dst', help='output checkpoint for configs/depth/depthanything_*.py')
     args = parser.parse_args(argv)
+    check_inputs(parser, args, ('src', ))
+    check_outputs(parser, args, files=('dst', ))
     print(export_mmseg_checkpoint(args.src, args.dst))
 
 

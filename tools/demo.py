@@ -35,6 +35,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
+from jetvit_mm.cli import check_outputs, finite, positive  # noqa: E402
+from jetvit_mm.cli import count as count_arg  # noqa: E402
 from jetvit_mm.testing.context_seg import TASKS  # noqa: E402
 from jetvit_mm.testing.demo import DemoOptions, run_demo  # noqa: E402
 
@@ -43,29 +45,32 @@ def parse_args(argv=None) -> DemoOptions:
     d = DemoOptions()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--work-dir', type=Path, default=d.work_dir)
-    parser.add_argument('--seed', type=int, default=d.seed, help='dataset seed (the runs use the configs\' seed 0)')
+    parser.add_argument('--seed', type=count_arg, default=d.seed,
+                        help='dataset seed (the runs use the configs\' seed 0)')
     parser.add_argument('--task', choices=TASKS, default=d.task,
                         help='the generated task (jetvit_mm.testing.context_seg): partner (default) or corner')
-    parser.add_argument('--jobs', type=int, default=d.jobs, help='tools run at the same time')
-    parser.add_argument('--threads', type=int, default=d.threads, help='torch threads per tool process')
-    parser.add_argument('--train-images', type=int, default=d.train_images)
-    parser.add_argument('--val-images', type=int, default=d.val_images)
-    parser.add_argument('--distill-iters', type=int, default=d.distill_iters, help='each supernet distillation')
-    parser.add_argument('--finetune-iters', type=int, default=d.finetune_iters,
+    parser.add_argument('--jobs', type=positive, default=d.jobs, help='tools run at the same time')
+    parser.add_argument('--threads', type=positive, default=d.threads, help='torch threads per tool process')
+    parser.add_argument('--train-images', type=positive, default=d.train_images)
+    parser.add_argument('--val-images', type=positive, default=d.val_images)
+    parser.add_argument('--distill-iters', type=positive, default=d.distill_iters, help='each supernet distillation')
+    parser.add_argument('--finetune-iters', type=positive, default=d.finetune_iters,
                         help='fine-tune of each arch of the table')
-    parser.add_argument('--probe-iters', type=int, default=d.probe_iters, help='linear probe (default: the config\'s)')
-    parser.add_argument('--teacher-iters', type=int, default=d.teacher_iters,
+    parser.add_argument('--probe-iters', type=positive, default=d.probe_iters,
+                        help='linear probe (default: the config\'s)')
+    parser.add_argument('--teacher-iters', type=positive, default=d.teacher_iters,
                         help='teacher training (default: the config\'s)')
-    parser.add_argument('--beam-width', type=int, default=d.beam_width)
-    parser.add_argument('--min-gain', type=float, default=d.min_gain, help='Step-1 search plateau (mIoU)')
-    parser.add_argument('--latency-threads', type=int, default=d.latency_threads,
+    parser.add_argument('--beam-width', type=positive, default=d.beam_width)
+    parser.add_argument('--min-gain', type=finite(), default=d.min_gain, help='Step-1 search plateau (mIoU)')
+    parser.add_argument('--latency-threads', type=positive, default=d.latency_threads,
                         help='torch threads for the 1024x2048 latency table')
-    parser.add_argument('--latency-repeat', type=int, default=d.latency_repeat)
+    parser.add_argument('--latency-repeat', type=positive, default=d.latency_repeat)
     parser.add_argument('--no-latency', action='store_true', help='skip the 1024x2048 latency table')
     parser.add_argument('--ablation', action='store_true',
                         help='also run the weight-inheritance comparison (all-L, inherit all vs MLP only)')
     parser.add_argument('--quiet', action='store_true')
     args = parser.parse_args(argv)
+    check_outputs(parser, args, dirs=('work_dir', ))
     try:
         return DemoOptions(**vars(args))
     except ValueError as e:

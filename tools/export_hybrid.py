@@ -8,7 +8,7 @@ import argparse
 
 from mmengine.config import Config, DictAction
 
-from jetvit_mm.cli import check_inputs
+from jetvit_mm.cli import arch_string, check_inputs, check_outputs
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_from_checkpoint
 
@@ -17,7 +17,7 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config', help='downstream config whose model.backbone matches the supernet')
     parser.add_argument('checkpoint', help='supernet distillation checkpoint')
-    parser.add_argument('--arch', required=True)
+    parser.add_argument('--arch', required=True, type=arch_string, help='one mixer letter per layer')
     parser.add_argument('--out-dir', required=True)
     parser.add_argument('--head-checkpoint',
                         help='trained downstream checkpoint of CONFIG (e.g. the teacher\'s probe): its head goes '
@@ -27,6 +27,7 @@ def main(argv=None) -> dict:
                         help='override keys of CONFIG, e.g. model.backbone.window_size=8 (as tools/search.py)')
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config'))
+    check_outputs(parser, args, dirs=('out_dir', ))
     enable_runner_checkpoint_loading()
     cfg = Config.fromfile(args.config)
     if args.cfg_options:

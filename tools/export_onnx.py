@@ -16,6 +16,7 @@ import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
+from jetvit_mm.cli import check_inputs, check_outputs, positive  # noqa: E402
 from jetvit_mm.deploy import export_onnx, onnx_session, run_onnx  # noqa: E402
 from jetvit_mm.mm.onnx_model import PARTS, build_export_module  # noqa: E402
 
@@ -26,9 +27,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('checkpoint', nargs='?', help='weights for the config\'s model (none: as built)')
     parser.add_argument('--out', required=True, help='the .onnx file to write')
     parser.add_argument('--part', default='model', choices=PARTS)
-    parser.add_argument('--check-grid', type=int, nargs=2, default=(3, 4), metavar=('ROWS', 'COLS'),
+    parser.add_argument('--check-grid', type=positive, nargs=2, default=(3, 4), metavar=('ROWS', 'COLS'),
                         help='patch grid of the onnxruntime-vs-torch check (default 3 4)')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_inputs(parser, args, ('config', 'checkpoint'))
+    check_outputs(parser, args, files=('out', ))
+    return args
 
 
 def main(argv=None) -> None:

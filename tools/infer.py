@@ -10,6 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
+from jetvit_mm.cli import check_inputs, check_outputs  # noqa: E402
 from jetvit_mm.mm.infer import run_inference  # noqa: E402
 
 
@@ -24,6 +25,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error(f'--batch must be >= 1, got {args.batch}')
+    check_inputs(parser, args, ('config', ) if args.checkpoint.lower() == 'none' else ('config', 'checkpoint'))
+    check_outputs(parser, args, dirs=('out_dir', ))
     return args
 
 

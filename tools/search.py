@@ -18,12 +18,15 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.utils import import_modules_from_strings
 
-from jetvit_mm.cli import check_inputs
+from jetvit_mm.cli import arch_string, check_inputs, check_outputs, finite, positive
+from jetvit_mm.cli import count as count_arg
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
+from jetvit_mm.mm.search_identity import IDENTITY_NAMES, search_identity
 from jetvit_mm.mm.search_runner import (
     ArchScorer,
     check_metric,
+    declared_letters,
     default_thresholds,
     load_supernet,
     saved_distill_objective,
@@ -40,13 +43,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--stage', type=int, choices=(1, 2), default=1)
     parser.add_argument('--head-checkpoint', help='the teacher\'s trained downstream head (e.g. its probe run)')
     parser.add_argument('--metric', default='mIoU', help='evaluator metric to optimise, or distill_loss (no labels)')
-    parser.add_argument('--beam-width', type=int, default=4)
-    parser.add_argument('--min-gain', type=float, default=None,
+    parser.add_argument('--beam-width', type=positive, default=4)
+    parser.add_argument('--min-gain', type=finite(), default=None,
                         help='Step 1: stop when a stage gains less, in the metric\'s units, and keep none of that '
                              'stage\'s moves (default: 0.1 for a percent metric such as mIoU, 0.001 for a fraction '
                              'such as COCO mAP or AbsRel)')
-    parser.add_argument('--max-full', type=int, default=None, help='Step 2: at most this many F layers')
-    parser.add_argument('--tolerance', type=float, default=None,
+    parser.add_argument('--max-full', type=count_arg, default=None, help='Step 2: at most this many F layers')
+    parser.add_argument('--tolerance', type=finite(), default=None,
                         help='Step 2: stop at the first stage whose best arch scores at least teacher score - '
                              'tolerance, in the metric\'s units (default: 0.5 for a percent metric, 0.005 for a '
                              'fraction). A negative tolerance puts the target above the teacher\'s score: the '
@@ -56,9 +59,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='Step 1: the efficient kinds from the cheapest to the dearest, e.g. LPW (the search '
                              'starts with every layer at its cheapest and moves layers to dearer kinds); "latency": '
                              'by the latency table; default: the order the model declares them in (L, W)')
-    parser.add_argument('--step1-arch', help='Step 2 start (default: Step 1\'s best from the work dir state)')
-    parser.add_argument('--latency-budget', type=float, default=None, help='max predicted latency, ms')
-    parser.add_argument('--latency-size', type=int, nargs=2, default=None, metavar=('H', 'W'),
+    parser.add_argument('--step1-arch', type=arch_string,
+                        help='Step 2 start (default: Step 1\'s best from the work dir state)')
+    parser.add_argument('--latency-budget', type=finite(above=0), default=None, help='max predicted latency, ms')
+    parser.add_argument('--latency-size', type=positive, nargs=2, default=None, metavar=('H', 'W'),
                         help='input size of the latency model (default: the first val batch after the data '
                              'preprocessor, rounded up to whole patches)')
     parser.add_argument('--latency-table', type=Path, default=None,
@@ -67,7 +71,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'measured on the deployment '
                              'device at the deployment size')
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--seed', type=count_arg, default=0)
     parser.add_argument('--resume', action='store_true', help='continue the search saved in the work dir')
     parser.add_argument('--work-dir', default=None)
     parser.add_argument('--export', action='store_true', help='export the best arch of this stage')
@@ -75,6 +79,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config', 'latency_table'))
+    check_outputs(parser, args, dirs=('work_dir', ))
+    if args.stage == 1 and (args.max_full is not None or args.tolerance is not None or args.step1_arch):
+        parser.error('--max-full, --tolerance and --step1-arch are Step 2 options: pass --stage 2, or drop them')
+    if args.stage == 2 and args.min_gain is not None:
+        parser.error('--min-gain is a Step 1 option: pass --stage 1, or drop it')
+    if args.distill_config and not args.export:
+        parser.error('--distill-config is used by --export only: pass --export, or drop it')
     return args
 
 
@@ -96,20 +107,23 @@ def main(argv=None) -> dict:
         min_gain=min_gain if args.min_gain is None else args.min_gain,
         tolerance=tolerance if args.tolerance is None else args.tolerance, max_full=args.max_full,
         latency_budget=args.latency_budget, seed=args.seed, order=args.step1_order)
-    identity = dict(checkpoint=str(args.checkpoint), metric=args.metric, head_checkpoint=args.head_checkpoint)
-    state = open_state(state_path, args.stage, identity, args.resume)
+    given_table = None if args.latency_table is None else read_latency_table(args.latency_table, declared_letters(cfg))
+    identity = search_identity(cfg, args.metric, args.checkpoint, args.head_checkpoint)  # by content, not path
+    state = open_state(state_path, args.stage, identity, args.resume, IDENTITY_NAMES)
+    # the paths too, for the record only (not compared on resume)
+    record = dict(identity, checkpoint=str(args.checkpoint), head_checkpoint=args.head_checkpoint)
     supernet, teacher = load_supernet(args.checkpoint, cfg)
     scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device,
                         distill_objective=saved_distill_objective(args.checkpoint))
-    if args.latency_table is not None:
-        table, size = read_latency_table(args.latency_table, supernet.mixer_table.letters)
+    if given_table is not None:
+        table, size = given_table
         size = tuple(args.latency_size or size or ())
     else:
         size = tuple(args.latency_size or scorer.input_size())
         table = load_or_measure(work_dir / 'latency_table.json', supernet, size, args.device)
     start = start_arch(args.stage, supernet.search_space, state, args.step1_arch, settings.order, table)
 
-    outcome = run_stage(settings, scorer, start, state, state_path, identity, table, size, out_dir=work_dir,
+    outcome = run_stage(settings, scorer, start, state, state_path, record, table, size, out_dir=work_dir,
                         search_space=supernet.search_space if args.stage == 1 else None)
     plot_stage(outcome, settings, work_dir)
     summary = outcome.summary

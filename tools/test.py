@@ -5,23 +5,33 @@
 import argparse
 import os.path as osp
 
-from jetvit_mm.mm.launch import add_common_args, load_config, test_checkpoint, write_metrics
+from jetvit_mm.mm.launch import (
+    add_common_args,
+    check_common_args,
+    load_config,
+    process_group_teardown,
+    test_checkpoint,
+    write_metrics,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Test (evaluate) a checkpoint with the mmengine runner')
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
-    parser.add_argument('--out', help='write the metrics to this JSON file')
+    parser.add_argument('--out', help='write the metrics to this JSON file (written atomically, folders created)')
     add_common_args(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_common_args(parser, args, files=('checkpoint', ), outputs=('out', ))
+    return args
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    metrics = test_checkpoint(load_config(args), args.checkpoint, osp.basename(args.config))
-    if args.out:
-        write_metrics(metrics, args.out)
+    with process_group_teardown():
+        metrics = test_checkpoint(load_config(args), args.checkpoint, osp.basename(args.config))
+        if args.out:
+            write_metrics(metrics, args.out)
     return metrics
 
 

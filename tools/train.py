@@ -5,7 +5,16 @@
 """
 import argparse
 
-from jetvit_mm.mm.launch import add_common_args, build_runner, enable_amp, load_config, set_resume
+from jetvit_mm.mm.launch import (
+    add_common_args,
+    build_runner,
+    check_common_args,
+    check_resume_args,
+    enable_amp,
+    load_config,
+    process_group_teardown,
+    set_resume,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -15,17 +24,21 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='resume from CKPT, or from the latest checkpoint in the work dir if no CKPT is given')
     parser.add_argument('--amp', action='store_true', help='automatic mixed precision training')
     add_common_args(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_common_args(parser, args)
+    check_resume_args(parser, args)
+    return args
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    cfg = load_config(args)
-    set_resume(cfg, args.resume)
-    if args.amp:
-        enable_amp(cfg)
-    runner = build_runner(cfg)
-    runner.train()
+    with process_group_teardown():
+        cfg = load_config(args)
+        set_resume(cfg, args.resume)
+        if args.amp:
+            enable_amp(cfg)
+        runner = build_runner(cfg)
+        runner.train()
 
 
 if __name__ == '__main__':

@@ -17,7 +17,6 @@ mmseg's depth pipeline and :class:`~jetvit_mm.mm.depth.AffineInvariantDepthMetri
 """
 from __future__ import annotations
 
-import json
 import math
 import os.path as osp
 from pathlib import Path
@@ -25,6 +24,8 @@ from typing import Dict, List, Tuple, Union
 
 import numpy as np
 from PIL import Image
+
+from jetvit_mm.jsonio import read_json_file
 
 __all__ = ['CITYSCAPES_DISPARITY_SCALE', 'SINTEL_TAG', 'check_da2k_pair', 'cityscapes_disparity_to_depth',
            'depth_to_cityscapes_disparity', 'image_size', 'read_cityscapes_camera', 'read_cityscapes_depth',
@@ -86,8 +87,7 @@ def write_sintel_dpt(path: PathLike, depth: np.ndarray) -> None:
 # ---------------------------------------------------------------------------------------------- Cityscapes
 def read_cityscapes_camera(path: PathLike) -> Tuple[float, float]:
     """``(baseline, fx)`` of a Cityscapes ``*_camera.json``."""
-    with open(path) as f:
-        camera = json.load(f)
+    camera = read_json_file(path, 'a Cityscapes camera file (extrinsic.baseline, intrinsic.fx)')
     try:
         baseline, fx = float(camera['extrinsic']['baseline']), float(camera['intrinsic']['fx'])
     except (KeyError, TypeError) as error:
@@ -164,8 +164,7 @@ def read_da2k_annotations(ann_file: PathLike, img_root: PathLike) -> List[Dict]:
     and every point lie inside its image."""
     if not osp.isfile(ann_file):
         raise FileNotFoundError(f'DA-2K annotations not found: {ann_file}')
-    with open(ann_file) as f:
-        annotations = json.load(f)
+    annotations = read_json_file(ann_file, 'DA-2K annotations (an object mapping image paths to lists of pairs)')
     if not isinstance(annotations, dict):
         raise ValueError(f'{ann_file}: expected an object mapping image paths to lists of pairs')
     samples = []

@@ -2,10 +2,10 @@
 from pathlib import Path
 from typing import Dict, Mapping, Optional
 
-import torch
 from mmengine.config import Config
 
 from jetvit_mm.models.arch import SPEC_KEY, SPEC_META_KEY, ArchSpec
+from jetvit_mm.models.checkpoints.integrity import atomic_write, save_checkpoint
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
@@ -34,17 +34,18 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {'backbone': out_dir / f'hybrid_{arch}.pth'}
-    torch.save(dict(state_dict=state, meta={SPEC_META_KEY: {'': spec}, 'build_args': build_args}), paths['backbone'])
+    save_checkpoint(dict(state_dict=state, meta={SPEC_META_KEY: {'': spec}, 'build_args': build_args}),
+                    paths['backbone'])
     if full is not None:
         merged = {k: v for k, v in full.items() if not k.startswith('backbone.')}
         merged.update({f'backbone.{k}': v for k, v in state.items()})
         paths['with_head'] = out_dir / f'hybrid_{arch}_with_head.pth'
-        torch.save(dict(state_dict=merged, meta={SPEC_META_KEY: {'backbone': spec}, 'build_args': build_args}),
-                   paths['with_head'])
+        save_checkpoint(dict(state_dict=merged, meta={SPEC_META_KEY: {'backbone': spec}, 'build_args': build_args}),
+                        paths['with_head'])
     if distill_config is not None:
         paths['finetune_config'] = out_dir / f'finetune_{arch}.py'
-        paths['finetune_config'].write_text(finetune_config(arch, Path(distill_config).resolve(), paths['backbone'],
-                                                            build_args))
+        text = finetune_config(arch, Path(distill_config).resolve(), paths['backbone'], build_args)
+        atomic_write(paths['finetune_config'], lambda f: f.write(text.encode()))
     return paths
 
 

@@ -1,4 +1,5 @@
-"""Runner hooks: single-path supernet sampling, and the arch spec in every saved checkpoint's meta."""
+"""Runner hooks: single-path supernet sampling, the arch spec in every saved checkpoint's meta, and the digest of
+its tensors."""
 import json
 import os.path as osp
 from typing import Optional
@@ -8,6 +9,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
 from jetvit_mm.models.arch import SPEC_META_KEY
+from jetvit_mm.models.checkpoints.integrity import with_digest
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
 from jetvit_mm.search import SupernetSampler
@@ -82,3 +84,16 @@ class ArchSpecHook(Hook):
         specs = {name: module.spec.to_dict() for name, module in model.named_modules() if isinstance(module, JetViT)}
         if specs:
             checkpoint.setdefault('meta', {})[SPEC_META_KEY] = specs
+
+
+@HOOKS.register_module()
+class CheckpointDigestHook(Hook):
+    """Write the digest of every tensor of each saved checkpoint into its meta (``meta['tensor_digest']``), which
+    every load through :mod:`jetvit_mm` checks (:mod:`jetvit_mm.models.checkpoints.integrity`): a file damaged after
+    it was written is refused, naming it. Runs last, after any hook that changes what is saved (an EMA's weights).
+    ``tools/train.py`` adds it to every run."""
+
+    priority = 'LOWEST'
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        with_digest(checkpoint)

@@ -1,19 +1,24 @@
 """What tools/train.py and tools/test.py wire together: config loading, launcher set-up, the runner, evaluation of a
 checkpoint."""
 import argparse
+import contextlib
 import json
 import os
 import os.path as osp
-from typing import Optional
+from typing import Iterator, Optional, Tuple
 
 import torch
 from mmengine.config import Config, DictAction
 from mmengine.dist import is_main_process
 from mmengine.registry import RUNNERS
-from mmengine.runner import Runner, find_latest_checkpoint
+from mmengine.runner import Runner
+
+from jetvit_mm.cli import check_inputs, check_outputs, integer
+from jetvit_mm.models.checkpoints.integrity import atomic_write
 
 from .checkpoint import check_checkpoint_fits, enable_runner_checkpoint_loading, load_local_checkpoint
-from .hooks import ArchSpecHook
+from .data_checks import CheckedRunner
+from .hooks import ArchSpecHook, CheckpointDigestHook
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
@@ -24,7 +29,15 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
                         help='override config keys, e.g. model.backbone.arch=LLWF train_cfg.max_iters=10')
     parser.add_argument('--launcher', choices=LAUNCHERS, default='none', help='job launcher')
     # torchrun passes --local-rank (older launchers --local_rank)
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    parser.add_argument('--local_rank', '--local-rank', type=integer(minimum=0), default=0)
+
+
+def check_common_args(parser: argparse.ArgumentParser, args: argparse.Namespace, files: Tuple[str, ...] = (),
+                      outputs: Tuple[str, ...] = ()) -> None:
+    """Before any work: the config (and the ``files`` arguments) exist, the work dir (and the ``outputs``
+    arguments) can be written; otherwise argparse's usage error names the argument."""
+    check_inputs(parser, args, ('config', *files))
+    check_outputs(parser, args, files=outputs, dirs=('work_dir', ))
 
 
 def load_config(args: argparse.Namespace) -> Config:
@@ -58,9 +71,26 @@ def _init_cpu_process_group(launcher: str) -> None:
     torch.distributed.init_process_group(backend='gloo', init_method='env://')
 
 
+@contextlib.contextmanager
+def process_group_teardown() -> Iterator[None]:
+    """Destroy the default process group when the block ends, on success and on error, whoever started it (the CPU
+    gloo group above, mmengine's ``init_dist``). On success the ranks first meet at a barrier, so that none tears
+    its connections down while another still uses them. A process that exits with the group alive, or while a peer
+    still talks to it, can abort in gloo's threads ("terminate called without an active exception")."""
+    try:
+        yield
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
 def build_runner(cfg: Config) -> Runner:
-    """Build the runner, with CPU-only distributed training and runner checkpoints handled, and the arch spec
-    written into every checkpoint's meta (:class:`~jetvit_mm.mm.hooks.ArchSpecHook`)."""
+    """Build the runner, with CPU-only distributed training and runner checkpoints handled, the arch spec and the
+    tensors' digest written into every checkpoint's meta (:class:`~jetvit_mm.mm.hooks.ArchSpecHook`,
+    :class:`~jetvit_mm.mm.hooks.CheckpointDigestHook`), and datasets / evaluators built with bad input named
+    (:class:`~jetvit_mm.mm.data_checks.CheckedRunner`, unless the config names its own ``runner_type``)."""
     enable_runner_checkpoint_loading()
     if cfg.launcher != 'none' and not torch.cuda.is_available():
         _init_cpu_process_group(cfg.launcher)
@@ -69,9 +99,10 @@ def build_runner(cfg: Config) -> Runner:
         cfg.model_wrapper_cfg = wrapper
     if (cfg.get('model_wrapper_cfg') or {}).get('type') == 'FSDP2Wrapper' and 'runner_type' not in cfg:
         cfg.runner_type = 'FSDP2Runner'  # jetvit_mm.mm.fsdp: no broadcast of sharded weights after wrapping
-    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
-    if not any(isinstance(hook, ArchSpecHook) for hook in runner.hooks):
-        runner.register_hook(ArchSpecHook())
+    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else CheckedRunner.from_cfg(cfg)
+    for hook in (ArchSpecHook, CheckpointDigestHook):
+        if not any(isinstance(h, hook) for h in runner.hooks):
+            runner.register_hook(hook())
     _add_fsdp2_checkpoint_hook(runner)
     return runner
 
@@ -84,6 +115,44 @@ def _add_fsdp2_checkpoint_hook(runner: Runner) -> None:
         runner.register_hook(FSDP2CheckpointHook())
 
 
+def latest_checkpoint(work_dir: str) -> Optional[str]:
+    """The checkpoint ``work_dir/last_checkpoint`` names (mmengine writes it after each save); None when there is
+    none (nothing saved yet). A damaged marker (unreadable, empty, naming no file) is refused, naming it."""
+    marker = osp.join(work_dir, 'last_checkpoint')
+    if not osp.exists(marker):
+        return None
+    fix = 'fix it, delete it to start afresh, or pass --resume CKPT'
+    try:
+        with open(marker, encoding='utf-8') as f:
+            path = f.read().strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f'{marker} cannot be read ({type(error).__name__}: {error}): it should hold the path of '
+                         f'the latest checkpoint; {fix}') from None
+    if not path or '\n' in path:
+        raise ValueError(f'{marker} holds {path!r}, not the path of one checkpoint file; {fix}')
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'{marker} names {path!r}, which is not a file; {fix}')
+    return path
+
+
+RESUME_KEYS = ('load_from', 'resume')
+
+
+def check_resume_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--resume [CKPT]`` decides where training continues from: a ``--cfg-options`` ``load_from`` or ``resume``
+    next to it would be overridden or ignored (mmengine would silently train from iteration 0), so it is refused;
+    ``--resume CKPT`` must be a file."""
+    if args.resume is None:
+        return
+    given = [k for k in RESUME_KEYS if k in (args.cfg_options or {})]
+    if given:
+        parser.error(f'--resume and --cfg-options {" ".join(f"{k}=..." for k in given)} conflict: --resume CKPT '
+                     f'continues that checkpoint, --resume alone the work dir\'s latest; load_from=CKPT without '
+                     f'--resume starts a new run from those weights. Pass one of them')
+    if args.resume != 'auto' and not osp.isfile(args.resume):
+        parser.error(f'--resume {args.resume}: checkpoint file not found')
+
+
 def set_resume(cfg: Config, resume: Optional[str]) -> None:
     """``--resume`` alone: the latest checkpoint in work_dir; ``--resume CKPT``: that file.
 
@@ -94,12 +163,14 @@ def set_resume(cfg: Config, resume: Optional[str]) -> None:
         return
     cfg.resume = True
     cfg.load_from = None if resume == 'auto' else resume
+    path = latest_checkpoint(cfg.work_dir) if resume == 'auto' else resume
+    if path is None:
+        return  # 'auto' with nothing saved starts afresh
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'--resume {path}: checkpoint not found')
     randomness = dict(cfg.get('randomness') or {})
     if randomness.get('seed') is not None:
         return
-    path = find_latest_checkpoint(cfg.work_dir) if resume == 'auto' else resume
-    if path is None or not osp.isfile(path):
-        return  # mmengine reports a missing file; 'auto' with nothing saved starts afresh
     seed = load_local_checkpoint(path, map_location='cpu', mmap=True).get('meta', {}).get('seed')
     if seed is not None:
         cfg.randomness = dict(randomness, seed=seed)
@@ -130,7 +201,7 @@ def test_checkpoint(cfg: Config, checkpoint: str, config_name: str) -> dict:
 
 
 def write_metrics(metrics: dict, path: str) -> None:
-    """The metrics as JSON numbers (on the main process only)."""
+    """The metrics as JSON numbers (on the main process only), written atomically."""
     if is_main_process():
-        with open(path, 'w') as f:
-            json.dump({k: float(v) if hasattr(v, '__float__') else v for k, v in metrics.items()}, f, indent=2)
+        values = {k: float(v) if hasattr(v, '__float__') else v for k, v in metrics.items()}
+        atomic_write(path, lambda f: f.write(json.dumps(values, indent=2).encode()))

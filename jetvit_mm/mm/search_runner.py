@@ -18,6 +18,7 @@ from jetvit_mm.distill.losses import distill_loss
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec, mixer_table_of
 from jetvit_mm.models.checkpoints import strip_prefix
 from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.models.mixers.table import MixerTable
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
@@ -82,6 +83,13 @@ def check_metric(metric: str, evaluator_cfg: Optional[dict]) -> bool:
 def backbone_args(cfg: Config) -> dict:
     backbone = cfg.model.backbone
     return {k: copy.deepcopy(backbone[k]) for k in BACKBONE_KEYS if backbone.get(k) is not None}
+
+
+def declared_letters(cfg: Config) -> str:
+    """The mixer letters the config's backbone declares (its ``mixers``, default F, L, W), read without building it."""
+    args = backbone_args(cfg)
+    return MixerTable.from_args(args.get('mixers'), args.get('window_size'), args.get('linear_cfg'),
+                                args.get('window_kernel')).letters
 
 
 def check_trained_spec(trained: Optional[ArchSpec], built: ArchSpec, path: str) -> None:

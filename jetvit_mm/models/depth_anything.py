@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .arch import SPEC_KEY, SPEC_META_KEY, ArchSpec, check_spec, spec_from_state
-from .checkpoints import depth_head_state, jetvit_part, read_checkpoint, strip_prefix, to_jetvit_names
+from .checkpoints import depth_head_state, jetvit_part, read_checkpoint, save_checkpoint, strip_prefix, to_jetvit_names
 from .heads.dpt import DPTHead, dpt_preset, head_state_from_checkpoint
 from .jetvit import JetViT
 
@@ -172,7 +172,4 @@ def export_mmseg_checkpoint(src: Union[str, Path], dst: Union[str, Path]) -> Pat
     out_meta = dict(meta, source=str(src), source_format=fmt)
     if saved is not None:
         out_meta[SPEC_META_KEY] = {'backbone': saved.to_dict()}
-    dst = Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(dict(state_dict=state, meta=out_meta), dst)
-    return dst
+    return save_checkpoint(dict(state_dict=state, meta=out_meta), dst)

@@ -327,6 +327,9 @@ class JetViT(nn.Module):
         if x.shape[1] != channels:
             raise ValueError(f'expected {channels}-channel images [B, {channels}, H, W], got shape {tuple(x.shape)}')
         H, W = x.shape[-2:]
+        if x.shape[0] == 0 or H == 0 or W == 0:
+            raise ValueError(f'empty input: expected at least one image of at least one patch ({self.patch_size} '
+                             f'pixels) per side, got shape {tuple(x.shape)} (an empty batch or an empty image)')
         if H % self.patch_size or W % self.patch_size:
             raise ValueError(f'input size {H}x{W} is not a multiple of the patch size {self.patch_size}; '
                              f'pad or resize it (mmseg: model.data_preprocessor.test_cfg=dict(size_divisor='

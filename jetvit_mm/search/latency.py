@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from jetvit_mm.benchmark.timing import time_interleaved
+from jetvit_mm.jsonio import read_json_file
 from jetvit_mm.models.jetvit import JetBlock, JetViT
 from jetvit_mm.models.mixers import MIXERS
 
@@ -60,10 +61,7 @@ def read_latency_table(path: Path, letters: Optional[str] = None) -> Tuple[Dict[
     or a bare ``{"base": ms, "F": ms, "L": ms, "W": ms}`` (``size`` None then), with an entry for each of
     ``letters`` (a model's declared letters; default L, W, F). For costing archs with a table measured on the
     deployment device and size while searching elsewhere."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f'latency table not found: {path}')
-    saved = json.loads(path.read_text())
+    saved = read_json_file(path, 'a latency table (a search\'s latency_table.json, or {"base", "F", "L", "W"} in ms)')
     table = saved.get('table', saved) if isinstance(saved, dict) else None
     needed = ['base', *sorted(MIXERS if letters is None else set(letters))]
     if not isinstance(table, dict) or any(not isinstance(table.get(k), (int, float)) or table[k] < 0 for k in needed):
@@ -87,7 +85,10 @@ def load_or_measure(cache: Path, model: JetViT, size: Tuple[int, int], device: s
     key = dict(key or {}, size=list(size), device=device, model=model.model_name, embed_dim=model.embed_dim,
                mixers=json.dumps(model.mixer_table.spec_entries(model.mixer_table.letters), sort_keys=True))
     if cache.is_file():
-        saved = json.loads(cache.read_text())
+        try:
+            saved = read_json_file(cache, 'a latency table cache', keys=('key', 'table'))
+        except ValueError:  # a damaged cache is measured again and rewritten
+            saved = {}
         if saved.get('key') == key:
             return saved['table']
     table = measure_latency_table(model, size, device)

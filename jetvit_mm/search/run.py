@@ -18,7 +18,7 @@ from .state import read_json, write_json_atomic
 __all__ = ['ArchScorer', 'SearchSettings', 'StageOutcome', 'open_state', 'plot_stage', 'run_stage', 'stage1_order',
            'start_arch']
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: inputs identified by content fingerprints
 
 
 class ArchScorer(Protocol):
@@ -68,20 +68,31 @@ class StageOutcome:
     gains_by_kind: Optional[Dict[str, List[List[float]]]] = None  # Step 1 over > 2 kinds: per kind moved to
 
 
-def open_state(state_path: Path, stage: int, identity: Dict[str, Any], resume: bool) -> Dict[str, Any]:
+def open_state(state_path: Path, stage: int, identity: Dict[str, Any], resume: bool,
+               names: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """The search state at ``state_path`` (a fresh one if there is none), checked before any work: a saved search
-    of this stage continues only with ``resume``, and only with the same inputs (``identity``)."""
+    of this stage continues only with ``resume``, and only with the same inputs (``identity``: values that identify
+    them, e.g. content fingerprints; ``names``: what each key is, for the message naming what changed)."""
     state_path = Path(state_path)
     state = read_json(state_path) if state_path.is_file() else None
-    if state is not None and not resume and str(stage) in state.get('stages', {}):
+    if state is not None and not isinstance(state.get('stages'), dict):
+        raise ValueError(f'{state_path} is not a search state (no "stages" object): it was not written by '
+                         f'tools/search.py or was edited; delete it to start afresh or choose another --work-dir')
+    if state is not None and not resume and not (state['stages'].get(str(stage)) or {}).get('scores'):
+        state['stages'].pop(str(stage), None)  # a stage that scored nothing (a run that failed early) loses nothing
+    if state is not None and not resume and str(stage) in state['stages']:
         raise FileExistsError(f'{state_path} already holds a step {stage} search: pass --resume to continue it '
                               f'or choose another --work-dir')
     state = state or dict(version=STATE_VERSION, stages={})
     saved = state['stages'].get(str(stage))
-    if saved is not None and any(saved.get(k, v) != v for k, v in identity.items()):
-        was = ' / '.join(str(saved.get(k, v)) for k, v in identity.items())
-        raise ValueError(f'{state_path} was written for {was} ({" / ".join(identity)}); use another --work-dir '
-                         f'for {" / ".join(str(v) for v in identity.values())}')
+    changed = [k for k, v in identity.items() if saved is not None and saved.get(k, _MISSING) != v]
+    if changed:
+        names = names or {}
+        was = ' / '.join(_short(saved.get(k, v)) for k, v in identity.items())
+        what = '; '.join(f'{names.get(k, k)}: saved {_short(saved.get(k, "(not recorded)"))}, now {_short(identity[k])}'
+                         for k in changed)
+        raise ValueError(f'{state_path} was written for {was} ({" / ".join(identity)}); changed: {what}. Resuming '
+                         f'would mix scores of different inputs: use another --work-dir for these inputs')
     return state
 
 
@@ -98,6 +109,14 @@ def stage1_order(search_space: Sequence[str], order: Optional[str] = None,
             raise ValueError("step-1 order 'latency' needs a latency table")
         return step1_order(letters, latency_table)
     return step1_order(letters, order=order)
+
+
+_MISSING = object()
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text[:23] + '...' if text.startswith('sha256:') else text
 
 
 def start_arch(stage: int, search_space: Sequence[str], state: Dict[str, Any],

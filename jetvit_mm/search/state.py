@@ -5,6 +5,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict
 
+from jetvit_mm.jsonio import read_json_file
+
 
 def write_json_atomic(path: Path, data: Dict[str, Any]) -> None:
     """Write ``data`` to ``path`` so that a reader (or a killed writer) never sees a partial file."""
@@ -24,4 +26,5 @@ def write_json_atomic(path: Path, data: Dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> Dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    """A search state (a JSON object), refused naming the file when it is truncated or not JSON."""
+    return read_json_file(path, 'a search state (tools/search.py\'s search_state.json)')

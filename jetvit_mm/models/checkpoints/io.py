@@ -7,6 +7,7 @@ import torch
 
 from .extensions import fallback_loader
 from .formats import strip_prefix
+from .integrity import check_zip_records, verify_digest
 
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'teacher')
 
@@ -21,27 +22,38 @@ def read_checkpoint(path: Union[str, Path]) -> Tuple[Dict[str, torch.Tensor], Di
     if not path.is_file():
         raise FileNotFoundError(f'checkpoint not found: {path}')
     if path.suffix == '.safetensors':
-        return read_state_dict(path), {}
+        return _unwrap(_load_safetensors(path), path), {}
     raw = _load_pth(path)
     meta = raw.get('meta', {}) if isinstance(raw, dict) and isinstance(raw.get('meta'), dict) else {}
     return _unwrap(raw, path), meta
 
 
 def torch_load(path: Union[str, Path], **kwargs: Any) -> Any:
-    """``torch.load(path, **kwargs)`` with a file that is not a readable torch checkpoint (truncated, corrupt, text)
-    reported as such, naming the file, instead of torch's internal error; a weights-only refusal is re-raised as is."""
+    """``torch.load(path, **kwargs)`` with the file's integrity checked: a zip checkpoint's records must pass their
+    CRC-32 (with ``mmap=True``, which reads little more than the pickle, only the pickle's record) and a checkpoint
+    read whole must match the tensor digest in its meta, if it has one (:mod:`.integrity`). A file that is not a
+    readable torch checkpoint (truncated, corrupt, text) is reported as such, naming the file, instead of torch's
+    internal error; a weights-only refusal is re-raised as is. A legacy (non-zip) file is read whole also when
+    ``mmap=True`` is asked (torch maps only zip files)."""
     with open(path, 'rb') as f:
         head = f.read(2)
     if head != b'PK' and head[:1] != b'\x80':  # torch writes a zip archive, or (legacy) a protocol-2+ pickle
         raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): it '
                          f'starts with {head!r}, neither a zip archive nor a pickle')
+    if head == b'PK':
+        check_zip_records(path, names=('data.pkl',) if kwargs.get('mmap') else None)
+    else:
+        kwargs['mmap'] = False
     try:
-        return torch.load(path, **kwargs)
+        checkpoint = torch.load(path, **kwargs)
     except pickle.UnpicklingError:
         raise
     except (RuntimeError, OSError, EOFError, KeyError, ValueError, IndexError, AttributeError) as error:
         raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): '
                          f'{type(error).__name__}: {error}') from error
+    if not kwargs.get('mmap'):
+        verify_digest(checkpoint, path)
+    return checkpoint
 
 
 def _load_pth(path: Path) -> Any:
@@ -64,6 +76,25 @@ def _load_pth(path: Path) -> Any:
             raise refused from None
 
 
+def _load_safetensors(path: Path) -> Dict[str, torch.Tensor]:
+    """The tensors of a ``.safetensors`` file; a torch checkpoint under that name, or a file that is not valid
+    safetensors (truncated, random bytes), is refused with the file named. Nothing is ever unpickled here."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    with open(path, 'rb') as f:
+        head = f.read(2)
+    if head == b'PK' or head[:1] == b'\x80':
+        kind = 'a zip archive' if head == b'PK' else 'a pickle'
+        raise ValueError(f'{path} is named .safetensors but holds a torch checkpoint ({kind}), not safetensors; '
+                         f'if it is one, rename it .pth to load it with torch.load(weights_only=True)')
+    try:
+        return load_file(str(path), device='cpu')
+    except (SafetensorError, OSError) as error:
+        raise ValueError(f'{path} is not a readable .safetensors file (truncated, corrupt or another format): '
+                         f'{error}') from None
+
+
 def read_state_dict(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
     """Tensors of a ``.safetensors`` file, or of a ``.pth``/``.pt``/``.bin`` read with ``weights_only=True``.
 
@@ -74,8 +105,7 @@ def read_state_dict(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
     if not path.is_file():
         raise FileNotFoundError(f'checkpoint not found: {path}')
     if path.suffix == '.safetensors':
-        from safetensors.torch import load_file
-        state = load_file(str(path), device='cpu')
+        state = _load_safetensors(path)
     else:
         state = _load_pth(path)
     return _unwrap(state, path)

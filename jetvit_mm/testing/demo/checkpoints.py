@@ -6,6 +6,8 @@ from typing import Dict, Optional
 
 import torch
 
+from jetvit_mm.models.checkpoints import save_checkpoint
+
 
 def _runner_state(path: Path) -> Dict[str, torch.Tensor]:
     """The state dict of a checkpoint the runner wrote (the demo's own work dir: mmengine's trusted-file loader)."""
@@ -27,8 +29,7 @@ def extract_backbone(checkpoint: Path, prefix: str, out: Path, arch: Optional[st
     if not state:
         raise ValueError(f'{checkpoint} has no {prefix}* weights')
     meta = {'jetvit_arch': arch} if arch and set(arch) != {'F'} else {}
-    torch.save(dict(state_dict=state, meta=meta), out)
-    return out
+    return save_checkpoint(dict(state_dict=state, meta=meta), out)
 
 
 def digest(*parts: object) -> str:

@@ -1,0 +1,130 @@
+"""Integrity of checkpoint files: a digest of their tensors written with them and checked on load, the CRC-32 of
+every record of a zip checkpoint, and atomic writes. torch's own reader checks neither: a file with bytes zeroed
+inside a tensor record loads silently with a changed weight."""
+import hashlib
+import os
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator, Optional, Tuple, Union
+
+import torch
+
+__all__ = ['DIGEST_META_KEY', 'DamagedCheckpointError', 'atomic_write', 'check_zip_records', 'save_checkpoint',
+           'tensor_digest', 'verify_digest', 'with_digest']
+
+DIGEST_META_KEY = 'tensor_digest'  # in a checkpoint's 'meta': 'sha256:<hex>' of every tensor outside 'meta'
+ALGORITHM = 'sha256'
+_CHUNK = 1 << 20
+
+
+class DamagedCheckpointError(ValueError):
+    """A checkpoint whose bytes changed after it was written (a failed zip CRC, or tensors that no longer match the
+    digest written with them)."""
+
+
+def _tensors(obj: Any, path: str = '') -> Iterator[Tuple[str, torch.Tensor]]:
+    """Every tensor in nested dicts / lists / tuples, with its path, in a fixed order (dict keys sorted)."""
+    if torch.is_tensor(obj):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for key in sorted(obj, key=str):
+            yield from _tensors(obj[key], f'{path}/{key}')
+    elif isinstance(obj, (list, tuple)):
+        for i, item in enumerate(obj):
+            yield from _tensors(item, f'{path}/{i}')
+
+
+def _tensor_bytes(tensor: torch.Tensor) -> memoryview:
+    tensor = tensor.detach()
+    if tensor.layout != torch.strided:
+        tensor = tensor.to_dense()
+    if tensor.is_quantized:
+        tensor = tensor.int_repr()
+    flat = tensor.cpu().contiguous().reshape(-1)
+    return memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else memoryview(b'')
+
+
+def tensor_digest(obj: Any) -> str:
+    """``'sha256:<hex>'`` of every tensor in ``obj`` (a checkpoint, a state dict, nested containers): their paths,
+    dtypes, shapes and bytes. A checkpoint's ``meta`` is left out (it holds the digest); other values are not
+    tensors and are not covered. The same tensors give the same digest in any file format."""
+    h = hashlib.new(ALGORITHM)
+    items = {k: v for k, v in obj.items() if k != 'meta'} if isinstance(obj, dict) else obj
+    for path, tensor in _tensors(items):
+        h.update(f'{path}\0{tensor.dtype}\0{tuple(tensor.shape)}\0'.encode())
+        h.update(_tensor_bytes(tensor))
+    return f'{ALGORITHM}:{h.hexdigest()}'
+
+
+def with_digest(checkpoint: dict) -> dict:
+    """``checkpoint`` (a dict with tensors, e.g. ``{'state_dict': ..., 'meta': ...}``) with the digest of its tensors
+    in ``meta``; changed in place and returned."""
+    meta = checkpoint.setdefault('meta', {})
+    if not isinstance(meta, dict):
+        raise TypeError(f'checkpoint meta must be a dict to hold the digest, got {type(meta).__name__}')
+    meta[DIGEST_META_KEY] = tensor_digest(checkpoint)
+    return checkpoint
+
+
+def verify_digest(checkpoint: Any, source: Union[str, Path]) -> None:
+    """Refuse a loaded checkpoint whose tensors differ from the digest in its meta (none saved: nothing to check)."""
+    meta = checkpoint.get('meta') if isinstance(checkpoint, dict) else None
+    saved = meta.get(DIGEST_META_KEY) if isinstance(meta, dict) else None
+    if saved is None:
+        return
+    if not isinstance(saved, str) or not saved.startswith(f'{ALGORITHM}:'):
+        raise DamagedCheckpointError(f'{source}: meta[{DIGEST_META_KEY!r}] is {saved!r}, not a {ALGORITHM} digest '
+                                     f'(\'{ALGORITHM}:<hex>\'); the file is damaged or was edited')
+    found = tensor_digest(checkpoint)
+    if found != saved:
+        raise DamagedCheckpointError(
+            f'{source} is damaged: its tensors do not match the digest written with them (saved {saved[:23]}..., '
+            f'found {found[:23]}...); the file changed after it was written: copy or save it again')
+
+
+def check_zip_records(path: Union[str, Path], names: Optional[Tuple[str, ...]] = None) -> None:
+    """Check the CRC-32 of every record of the zip checkpoint ``path`` (only those ending with one of ``names``, if
+    given); a damaged or truncated file raises :class:`DamagedCheckpointError` naming the file and the record."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, EOFError, OSError) as error:
+        raise DamagedCheckpointError(f'{path} is not a readable torch checkpoint (damaged or truncated: {error}); '
+                                     f'copy or save it again') from None
+    with archive:
+        for info in archive.infolist():
+            if names is not None and not info.filename.endswith(names):
+                continue
+            try:
+                with archive.open(info) as record:
+                    while record.read(_CHUNK):
+                        pass
+            except (zipfile.BadZipFile, EOFError, OSError) as error:
+                raise DamagedCheckpointError(f'{path} is damaged: its record {info.filename} fails the zip check '
+                                             f'({error}); copy or save it again') from None
+
+
+def atomic_write(path: Union[str, Path], write: Callable[[BinaryIO], None]) -> Path:
+    """``write(f)`` into a new file next to ``path``, then renamed onto it: a reader or a killed writer never sees a
+    partial file, and a failed write leaves nothing behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f'.{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp')
+    try:
+        with open(tmp, 'xb') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if tmp.exists():
+            tmp.unlink()
+        raise
+    return path
+
+
+def save_checkpoint(checkpoint: dict, path: Union[str, Path]) -> Path:
+    """``torch.save`` of ``checkpoint`` with the digest of its tensors in its meta, written atomically
+    (:func:`atomic_write`)."""
+    with_digest(checkpoint)
+    return atomic_write(path, lambda f: torch.save(checkpoint, f))

@@ -1,0 +1,98 @@
+"""A search's inputs are identified by content: the supernet's and the head's tensors, the evaluation protocol and
+the val set's file list. A resumed search refuses a changed input, naming it, and accepts the same files moved."""
+import shutil
+
+import pytest
+import torch
+from mmengine.config import Config
+
+import jetvit_mm.mm  # noqa: F401  (registers the datasets and the loader)
+from jetvit_mm.mm.search_identity import (
+    IDENTITY_NAMES,
+    search_identity,
+    state_fingerprint,
+    val_files_fingerprint,
+    val_protocol_fingerprint,
+)
+from jetvit_mm.search.run import open_state
+
+from .conftest import REPO
+
+PROBE = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
+
+
+def probe_config(root) -> Config:
+    cfg = Config.fromfile(str(PROBE))
+    cfg.merge_from_dict({'val_dataloader.dataset.data_root': str(root)})
+    return cfg
+
+
+def test_checkpoint_fingerprint_is_its_tensors_not_its_path_or_format(tmp_path):
+    state = {'student.w': torch.arange(6.).reshape(2, 3), 'teacher.w': torch.ones(3)}
+    torch.save({'state_dict': state, 'meta': {'iter': 4}}, tmp_path / 'a.pth')
+    torch.save({'state_dict': state, 'optimizer': {'lr': 1.}, 'meta': {'iter': 9}}, tmp_path / 'b.pth',
+               _use_new_zipfile_serialization=False)
+    shutil.copy(tmp_path / 'a.pth', tmp_path / 'moved.pth')
+    fingerprints = {state_fingerprint(str(tmp_path / name)) for name in ('a.pth', 'b.pth', 'moved.pth')}
+    assert len(fingerprints) == 1
+    torch.save({'state_dict': dict(state, **{'student.w': torch.zeros(2, 3)})}, tmp_path / 'a.pth')  # replaced
+    assert state_fingerprint(str(tmp_path / 'a.pth')) not in fingerprints
+    assert state_fingerprint(None) is None
+
+
+def test_val_set_fingerprints_follow_content_not_location(tiny_cityscapes, tmp_path):
+    moved = shutil.copytree(tiny_cityscapes, tmp_path / 'moved')
+    here, there = probe_config(tiny_cityscapes), probe_config(moved)
+    assert val_files_fingerprint(here) == val_files_fingerprint(there)
+    assert val_protocol_fingerprint(here) == val_protocol_fingerprint(there)
+    # another val set: one image fewer
+    image = sorted((moved / 'leftImg8bit' / 'val').rglob('*.png'))[0]
+    label = next((moved / 'gtFine' / 'val').rglob(image.name.replace('leftImg8bit', 'gtFine_labelTrainIds')))
+    image.unlink()
+    label.unlink()
+    assert val_files_fingerprint(there) != val_files_fingerprint(here)
+    # another protocol: the evaluator or the val pipeline
+    other = probe_config(tiny_cityscapes)
+    other.merge_from_dict({'val_evaluator.iou_metrics': ['mIoU', 'mDice']})
+    assert val_protocol_fingerprint(other) != val_protocol_fingerprint(here)
+
+
+def test_resume_refuses_a_changed_input_naming_it(tiny_cityscapes, tmp_path):
+    state = tmp_path / 'search_state.json'
+    torch.save({'state_dict': {'student.w': torch.ones(2)}}, tmp_path / 'supernet.pth')
+    identity = search_identity(probe_config(tiny_cityscapes), 'mIoU', str(tmp_path / 'supernet.pth'), None)
+    from jetvit_mm.search.state import write_json_atomic
+    opened = open_state(state, 1, identity, resume=False)
+    opened['stages']['1'] = dict(identity, scores={'LLLL': 1.0})
+    write_json_atomic(state, opened)
+    # the same file under another path and the val set moved: accepted
+    shutil.copy(tmp_path / 'supernet.pth', tmp_path / 'copy.pth')
+    moved = shutil.copytree(tiny_cityscapes, tmp_path / 'moved')
+    same = search_identity(probe_config(moved), 'mIoU', str(tmp_path / 'copy.pth'), None)
+    assert open_state(state, 1, same, resume=True, names=IDENTITY_NAMES)['stages']['1']['scores'] == {'LLLL': 1.0}
+    # the supernet file replaced at the same path
+    torch.save({'state_dict': {'student.w': torch.zeros(2)}}, tmp_path / 'supernet.pth')
+    changed = search_identity(probe_config(tiny_cityscapes), 'mIoU', str(tmp_path / 'supernet.pth'), None)
+    with pytest.raises(ValueError, match="changed: the supernet checkpoint's tensors: saved sha256:"):
+        open_state(state, 1, changed, resume=True, names=IDENTITY_NAMES)
+    # another val set
+    next((moved / 'leftImg8bit' / 'val').rglob('*.png')).unlink()
+    other = search_identity(probe_config(moved), 'mIoU', str(tmp_path / 'copy.pth'), None)
+    with pytest.raises(ValueError, match="changed: the val set's file list") as error:
+        open_state(state, 1, other, resume=True, names=IDENTITY_NAMES)
+    assert 'supernet' not in str(error.value).split('changed:')[1]  # only what changed is named
+
+
+def test_a_stage_that_scored_nothing_does_not_block_the_next_run(tmp_path):
+    """A run that failed after writing its state but before scoring anything (a late argument error) leaves
+    nothing that blocks the corrected command; a stage with scores still needs --resume."""
+    from jetvit_mm.search.state import write_json_atomic
+    state = tmp_path / 'search_state.json'
+    write_json_atomic(state, dict(version=2, stages={'1': dict(metric='mIoU', scores={}, teacher_score=1.)}))
+    assert open_state(state, 1, dict(metric='mIoU'), resume=False)['stages'] == {}
+    write_json_atomic(state, dict(version=2, stages={'1': dict(metric='mIoU', scores={'LL': 1.})}))
+    with pytest.raises(FileExistsError, match='pass --resume'):
+        open_state(state, 1, dict(metric='mIoU'), resume=False)
+    state.write_text('{"version": 2}')
+    with pytest.raises(ValueError, match='search_state.json is not a search state'):
+        open_state(state, 1, dict(metric='mIoU'), resume=True)
