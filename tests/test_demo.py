@@ -139,7 +139,7 @@ def test_demo_options_refuse_an_unknown_task():
     with pytest.raises(ValueError, match="unknown task 'partners'; valid: partner, corner"):
         DemoOptions(task='partners')
     proc = run_tool('demo.py', '--jobs', '0', check=False)
-    assert proc.returncode == 2 and 'jobs and threads must be >= 1' in proc.stderr
+    assert proc.returncode == 2 and 'argument --jobs: expected an integer >= 1, got 0' in proc.stderr
 
 
 def test_latency_table_rounds_of_one_block_per_mixer():
