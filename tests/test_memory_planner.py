@@ -16,13 +16,17 @@ from .test_bad_input import load_tool
 REPO = Path(__file__).resolve().parents[1]
 # large enough that activations (~90-180 MB) dominate allocator noise, small enough for ~15 s per process
 TINY = dict(model=dict(model_name='dinov3_vits16', embed_dim=192, depth=4, num_heads=2, window_size=8),
-            arch='LWLW', input_shape=[2, 3, 256, 1024], threads=2)
+            arch='LWFW', input_shape=[2, 3, 256, 1024], threads=2)
+# a second shape: wider, one image, F first
+TINY_WIDE = dict(model=dict(model_name='dinov3_vits16', embed_dim=256, depth=3, num_heads=4, window_size=8),
+                 arch='FWL', input_shape=[1, 3, 384, 768], threads=2)
+SHAPES = {'tiny': TINY, 'tiny_wide': TINY_WIDE}
 
 
-def tiny_plan(checkpointing: bool) -> dict:
+def tiny_plan(spec: dict, checkpointing: bool) -> dict:
     with torch.device('meta'):
-        model, loss_fn = build_distill(dict(TINY, checkpointing=False))
-    x = torch.empty(*TINY['input_shape'], device='meta')
+        model, loss_fn = build_distill(dict(spec, checkpointing=False))
+    x = torch.empty(*spec['input_shape'], device='meta')
     blocks = list(model.student.blocks)
     acts = measure_activations(model, blocks, lambda: loss_fn(x))
     params = count_params(model, list(model.teacher.blocks) + blocks, blocks)
@@ -30,23 +34,25 @@ def tiny_plan(checkpointing: bool) -> dict:
                                                                   'no_checkpointing'] | {'params': params}
 
 
+@pytest.mark.parametrize('shape', list(SHAPES))
 @pytest.mark.parametrize('checkpointing', [False, True], ids=['no_checkpointing', 'checkpointing'])
-def test_planned_total_matches_the_measured_train_step_peak(checkpointing):
-    measured = measure_train_step_memory(dict(TINY, checkpointing=checkpointing), timeout=300)
-    planned = tiny_plan(checkpointing)
+def test_planned_total_matches_the_measured_train_step_peak(shape, checkpointing):
+    measured = measure_train_step_memory(dict(SHAPES[shape], checkpointing=checkpointing), timeout=300)
+    planned = tiny_plan(SHAPES[shape], checkpointing)
     ratio = planned['total'] / measured['peak_increase_bytes']
-    print(json.dumps({'checkpointing': checkpointing, 'planned_MiB': planned['total'] / 2 ** 20,
+    print(json.dumps({'shape': shape, 'checkpointing': checkpointing, 'planned_MiB': planned['total'] / 2 ** 20,
                       'planned_activations_MiB': planned['activations'] / 2 ** 20,
                       'measured_MiB': measured['peak_increase_bytes'] / 2 ** 20, 'ratio': ratio}))
     assert measured['method'] == 'VmHWM after clear_refs'
-    assert planned['activations'] > 0.6 * planned['total']  # what is validated is mostly activations
+    # the activations matter: the state alone would miss the measured peak by far more than the tolerance
+    assert (planned['total'] - planned['activations']) / measured['peak_increase_bytes'] < 0.7
     assert abs(ratio - 1) <= 0.15, f'planned {planned["total"]} B vs measured {measured["peak_increase_bytes"]} B'
 
 
 def test_state_is_sharded_by_world_size_under_fsdp_and_replicated_without():
     params = ParamCounts(trainable=1000, frozen=500, largest_unit=100, largest_student_unit=80, root=10)
-    acts = Activations(outside=7, per_block=[5, 9, 5], block_inputs=3)
-    assert acts.peak(False) == 7 + 19 + 9 and acts.peak(True) == 7 + 3 + 18
+    acts = Activations(outside=7, per_block=[5, 9, 5], block_inputs=3, largest_saved=2, largest_input=1)
+    assert acts.backward_working() == 6 and acts.peak(False) == 7 + 19 + 6 and acts.peak(True) == 7 + 3 + 9 + 6
     one = plan_memory(params, acts, 1, fsdp=False)
     assert (one['parameters'], one['gradients'], one['optimizer']) == (6000, 4000, 8000)
     ddp = plan_memory(params, acts, 8, fsdp=False)
@@ -54,7 +60,7 @@ def test_state_is_sharded_by_world_size_under_fsdp_and_replicated_without():
     fsdp = plan_memory(params, acts, 4, fsdp=True, param_dtype='bfloat16', gpu_bytes=6000)
     assert fsdp['parameters'] == 4 * 1500 // 4 + 2 * (2 * 100 + 10)
     assert fsdp['gradients'] == 4 * 1000 // 4 + 6 * 80 and fsdp['optimizer'] == 8 * 1000 // 4
-    assert fsdp['no_checkpointing']['total'] == fsdp['state_total'] + 35 and fsdp['checkpointing']['fits']
+    assert fsdp['no_checkpointing']['total'] == fsdp['state_total'] + 32 and fsdp['checkpointing']['fits']
     assert not plan_memory(params, acts, 4, fsdp=True, gpu_bytes=4000)['no_checkpointing']['fits']
     with pytest.raises(ValueError, match='world_size must be >= 1'):
         plan_memory(params, acts, 0, fsdp=True)
@@ -66,7 +72,7 @@ def test_tool_plans_the_7b_config_fits_8_gpus_not_1(tmp_path):
     config = str(REPO / 'configs/jetvit/dinov3_7b_cityscapes.py')
     eight = tool.main(['plan', config, '--world-size', '8', '--json', str(tmp_path / 'p.json')])['plans'][0]
     assert eight['fsdp'] and eight['param_dtype'] == 'bfloat16' and eight['batch'] == 2
-    assert eight['size'] == [512, 1024] and set(eight['by_letter']) == {'L', 'W'}
+    assert eight['size'] == [512, 1024] and set(eight['by_arch']) == {'L' * 40, 'W' * 40}
     assert eight['checkpointing']['fits'] and eight['checkpointing']['activations'] < eight['no_checkpointing'][
         'activations'] / 5
     assert 6.6e9 < eight['params']['frozen'] < 6.8e9 and eight['params']['trainable'] > eight['params']['frozen']

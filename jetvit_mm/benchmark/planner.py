@@ -18,12 +18,14 @@ parameters, ``U`` the largest FSDP2 unit, ``b`` the bytes of the compute dtype):
   ``+ 4 P_t`` for its gradient buckets), AdamW ``8 P_t``; compute in fp32.
 - **Activations are measured, not modelled**: one forward of ``loss_fn`` (teacher under no_grad, student with
   autograd) runs under ``torch.autograd.graph.saved_tensors_hooks`` at the real batch and input size, on the meta
-  device for real sizes (nothing allocated) or on real tensors. Each saved tensor's storage counts once (views share
+  device for real sizes (nothing allocated) or on real tensors. On meta, attention runs the memory-efficient fused
+  kernel's meta function (what a GPU runs; torch's meta dispatch would take the math path and save N x N matrices). Each saved tensor's storage counts once (views share
   their base; parameters and buffers are not activations). Saved bytes are split into each student block's and the
-  rest (embeddings, final norm, the teacher's targets the loss keeps). Peak without checkpointing: everything saved
-  + one block's worth again for the gradients of the block being back-propagated. With checkpointing (torch's
-  non-reentrant checkpoint per student block): the rest + every block's input + twice the largest block (its
-  recomputed internals and their gradients).
+  rest (embeddings, final norm, the teacher's targets the loss keeps). The backward's working set while a block
+  back-propagates: twice the largest tensor saved in a block plus twice the largest block input (gradients in
+  flight: of that tensor and of the op feeding it, of the residual stream in and out). Peak without checkpointing:
+  everything saved + the working set. With checkpointing (torch's non-reentrant checkpoint per student block): the
+  rest + every block's input + the largest block's recomputed internals + the working set.
 - Not counted: the CUDA context, NCCL buffers and allocator fragmentation (``reserve_bytes``, an assumption the
   caller states, is added before the fit check), the data loader's host memory, the teacher's transient
   (no-grad) intermediates.
@@ -52,16 +54,24 @@ class ParamCounts:
 
 @dataclass
 class Activations:
-    """Bytes saved for the backward of one step: outside the student's blocks, per block, and the blocks' inputs."""
+    """Bytes saved for the backward of one step: outside the student's blocks, per block, the blocks' inputs, and the
+    largest single tensor saved in a block and the largest block input."""
     outside: int
     per_block: List[int]
     block_inputs: int
+    largest_saved: int = 0
+    largest_input: int = 0
+
+    def backward_working(self) -> int:
+        """While a block back-propagates: the gradients of its largest saved tensor and of the op feeding it, and the
+        residual stream's gradient in and out of the block."""
+        return 2 * self.largest_saved + 2 * self.largest_input
 
     def peak(self, checkpointing: bool) -> int:
         biggest = max(self.per_block, default=0)
         if checkpointing:
-            return self.outside + self.block_inputs + 2 * biggest
-        return self.outside + sum(self.per_block) + biggest
+            return self.outside + self.block_inputs + biggest + self.backward_working()
+        return self.outside + sum(self.per_block) + self.backward_working()
 
 
 def count_params(model: nn.Module, units: Sequence[nn.Module], student_units: Sequence[nn.Module]) -> ParamCounts:
@@ -85,6 +95,24 @@ def _storage_bytes(t: torch.Tensor) -> int:
         return t.numel() * t.element_size()
 
 
+def _fused_attention_on_meta(original: Callable) -> Callable:
+    """``F.scaled_dot_product_attention`` that, on meta tensors, runs the memory-efficient fused kernel: on the meta
+    device torch picks the math path, which saves the N x N attention matrix, where a GPU (flash / memory-efficient)
+    and the CPU (flash) save only q, k, v, the output and the log-sum-exp (and the mask, as a float bias)."""
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+        if not query.is_meta or query.dim() != 4 or kwargs:
+            return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                            scale=scale, **kwargs)
+        bias = attn_mask
+        if bias is not None:
+            if bias.dtype == torch.bool:
+                bias = torch.zeros(bias.shape, dtype=query.dtype, device=bias.device)
+            bias = bias.expand(query.shape[0], query.shape[1], query.shape[2], key.shape[2])
+        return torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, bias, True, dropout_p, is_causal, scale=scale)[0]
+    return sdpa
+
+
 def measure_activations(model: nn.Module, blocks: Sequence[nn.Module], loss_fn: Callable[[], torch.Tensor]) -> \
         Activations:
     """Run ``loss_fn()`` (a forward that returns the loss) under saved-tensor hooks and count what autograd keeps.
@@ -96,6 +124,7 @@ def measure_activations(model: nn.Module, blocks: Sequence[nn.Module], loss_fn: 
     per_block = [0] * len(blocks)
     inputs = [0] * len(blocks)
     current: List[int] = [-1]
+    largest: List[int] = [0]
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         base = t._base if t._base is not None else t
@@ -104,6 +133,7 @@ def measure_activations(model: nn.Module, blocks: Sequence[nn.Module], loss_fn: 
         seen[id(base)] = base  # kept alive so that ids are not reused during the run
         if current[0] >= 0:
             per_block[current[0]] += _storage_bytes(base)
+            largest[0] = max(largest[0], _storage_bytes(base))
         return t
 
     def enter(i: int):
@@ -117,15 +147,19 @@ def measure_activations(model: nn.Module, blocks: Sequence[nn.Module], loss_fn: 
 
     handles = [h for i, b in enumerate(blocks)
                for h in (b.register_forward_pre_hook(enter(i)), b.register_forward_hook(leave))]
+    original = torch.nn.functional.scaled_dot_product_attention
+    torch.nn.functional.scaled_dot_product_attention = _fused_attention_on_meta(original)
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             loss = loss_fn()
         del loss
     finally:
+        torch.nn.functional.scaled_dot_product_attention = original
         for h in handles:
             h.remove()
     total = sum(_storage_bytes(t) for t in seen.values())
-    return Activations(outside=total - sum(per_block), per_block=per_block, block_inputs=sum(inputs))
+    return Activations(outside=total - sum(per_block), per_block=per_block, block_inputs=sum(inputs),
+                       largest_saved=largest[0], largest_input=max(inputs, default=0))
 
 
 def plan_memory(params: ParamCounts, activations: Activations, world_size: int, fsdp: bool,

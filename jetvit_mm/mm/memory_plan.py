@@ -1,13 +1,13 @@
 """The memory planner on a distillation config (``tools/benchmark.py plan``): the config's distiller is built on the
 meta device (nothing allocated), its parameters counted, and one forward at the requested batch and input size
 measured for saved activations (:mod:`jetvit_mm.benchmark.planner`; every assumption is stated there)."""
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from jetvit_mm.benchmark.planner import GIB, count_params, measure_activations, plan_memory
+from jetvit_mm.benchmark.planner import GIB, Activations, count_params, measure_activations, plan_memory
 
 from .fsdp import shard_units
 from .registry import MODELS
@@ -35,10 +35,9 @@ def build_meta_distiller(cfg: Config) -> torch.nn.Module:
 
 
 def plan_config(cfg: Config, world_size: int, batch: int, size: Tuple[int, int], gpu_bytes: int = 80 * GIB,
-                reserve_bytes: int = 0, letters: Optional[Sequence[str]] = None) -> Dict[str, object]:
-    """The per-GPU plan of ``cfg``'s distillation step. The student's path: every layer the same candidate, each
-    candidate letter of the search space in turn (``letters`` to restrict); the plan of the one that needs the most
-    activations (without checkpointing) is returned, with all letters' activation figures under ``by_letter``."""
+                reserve_bytes: int = 0) -> Dict[str, object]:
+    """The per-GPU plan of ``cfg``'s distillation step on the student's most memory-hungry path (each layer's most
+    expensive candidate, :func:`worst_path`); each measured path's activation peaks are under ``by_arch``."""
     settings = config_settings(cfg)
     model = build_meta_distiller(cfg)
     student = model.student
@@ -52,17 +51,23 @@ def plan_config(cfg: Config, world_size: int, batch: int, size: Tuple[int, int],
         param.data = param.data.to(dtype)
     model.train()
     student.set_grad_checkpointing(False)  # the checkpointed figure is derived (planner docstring)
-    space = getattr(student, 'search_space', None)
-    candidates = sorted({c for layer in space for c in layer}) if space else [None]
+    space = list(getattr(student, 'search_space', None) or [student.arch])
+    candidates = sorted({c for layer in space for c in layer})
     x = torch.empty(batch, 3, *size, device='meta', dtype=dtype)
-    best, by_letter = None, {}
-    for letter in letters or candidates:
-        if letter is not None:
-            student.set_arch(letter * student.depth)
-        acts = measure_activations(model, list(student.blocks), lambda: model.loss(x)['loss_distill'])
-        plan = plan_memory(params, acts, world_size, settings['fsdp'], settings['param_dtype'], gpu_bytes,
-                           reserve_bytes)
-        by_letter[letter or student.arch] = {k: plan[k]['activations'] for k in ('no_checkpointing', 'checkpointing')}
-        if best is None or plan['no_checkpointing']['activations'] > best['no_checkpointing']['activations']:
-            best = plan
-    return {**best, 'batch': batch, 'size': list(size), 'by_letter': by_letter}
+    runs = {}
+    for letter in candidates:  # the letter where a layer has it, else the layer's first candidate
+        student.set_arch(''.join(letter if letter in layer else layer[0] for layer in space))
+        runs[student.arch] = measure_activations(model, list(student.blocks), lambda: model.loss(x)['loss_distill'])
+    acts = worst_path(list(runs.values()))
+    plan = plan_memory(params, acts, world_size, settings['fsdp'], settings['param_dtype'], gpu_bytes, reserve_bytes)
+    by_arch = {arch: {'no_checkpointing': a.peak(False), 'checkpointing': a.peak(True)} for arch, a in runs.items()}
+    return {**plan, 'batch': batch, 'size': list(size), 'by_arch': by_arch}
+
+
+def worst_path(runs: Sequence[Activations]) -> Activations:
+    """Each layer's most expensive candidate (and the most the rest and the block inputs took): the path that needs
+    the most activation memory, from runs that between them ran every candidate of every layer."""
+    return Activations(outside=max(a.outside for a in runs), block_inputs=max(a.block_inputs for a in runs),
+                       per_block=[max(column) for column in zip(*(a.per_block for a in runs))],
+                       largest_saved=max(a.largest_saved for a in runs),
+                       largest_input=max(a.largest_input for a in runs))
