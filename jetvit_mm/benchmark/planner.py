@@ -19,8 +19,9 @@ parameters, ``U`` the largest FSDP2 unit, ``b`` the bytes of the compute dtype):
 - **Activations are measured, not modelled**: one forward of ``loss_fn`` (teacher under no_grad, student with
   autograd) runs under ``torch.autograd.graph.saved_tensors_hooks`` at the real batch and input size, on the meta
   device for real sizes (nothing allocated) or on real tensors. On meta, attention runs the memory-efficient fused
-  kernel's meta function (what a GPU runs; torch's meta dispatch would take the math path and save N x N matrices). Each saved tensor's storage counts once (views share
-  their base; parameters and buffers are not activations). Saved bytes are split into each student block's and the
+  kernel's meta function (what a GPU runs; torch's meta dispatch would take the math path and save N x N
+  matrices); the L and W mixers run their torch reference paths. Each saved tensor's storage counts once (views
+  share their base; parameters and buffers are not activations). Saved bytes are split into each student block's and the
   rest (embeddings, final norm, the teacher's targets the loss keeps). The backward's working set while a block
   back-propagates: twice the largest tensor saved in a block plus twice the largest block input (gradients in
   flight: of that tensor and of the op feeding it, of the residual stream in and out). Peak without checkpointing:
@@ -28,7 +29,9 @@ parameters, ``U`` the largest FSDP2 unit, ``b`` the bytes of the compute dtype):
   rest + every block's input + the largest block's recomputed internals + the working set.
 - Not counted: the CUDA context, NCCL buffers and allocator fragmentation (``reserve_bytes``, an assumption the
   caller states, is added before the fit check), the data loader's host memory, the teacher's transient
-  (no-grad) intermediates.
+  (no-grad) intermediates, custom GPU kernels' own saved tensors.
+- The backward working-set rule was revised once after the first validation shape (one more whole block
+  over-estimated it by 9-14 %); the second shape was measured after the revision (docs/scale_out.md).
 
 Validated on the CPU at tiny sizes (single process, fp32) against the measured peak RSS of a real step:
 ``tests/test_memory_planner.py``.
