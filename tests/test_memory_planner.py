@@ -49,6 +49,24 @@ def test_planned_total_matches_the_measured_train_step_peak(shape, checkpointing
     assert abs(ratio - 1) <= 0.15, f'planned {planned["total"]} B vs measured {measured["peak_increase_bytes"]} B'
 
 
+@pytest.mark.parametrize('shape', list(SHAPES))
+def test_meta_device_count_equals_the_real_tensor_count(shape):
+    """What the planner counts on the meta device (no memory) is what autograd saves on real CPU tensors (CPU flash
+    attention; on meta the fused memory-efficient kernel stands in for the math path)."""
+    counts = []
+    for device in ('meta', 'cpu'):
+        torch.manual_seed(0)
+        with torch.device(device):
+            model, loss_fn = build_distill(dict(SHAPES[shape], checkpointing=False))
+        x = torch.randn(*SHAPES[shape]['input_shape'], device=device)
+        counts.append(measure_activations(model, list(model.student.blocks),
+                                          lambda f=loss_fn, x=x: f(x)))
+    meta, cpu = counts
+    assert meta.outside == cpu.outside and meta.block_inputs == cpu.block_inputs
+    assert meta.largest_saved == cpu.largest_saved and meta.largest_input == cpu.largest_input
+    assert meta.per_block == pytest.approx(cpu.per_block, rel=1e-3)  # the log-sum-exp's padding differs
+
+
 def test_state_is_sharded_by_world_size_under_fsdp_and_replicated_without():
     params = ParamCounts(trainable=1000, frozen=500, largest_unit=100, largest_student_unit=80, root=10)
     acts = Activations(outside=7, per_block=[5, 9, 5], block_inputs=3, largest_saved=2, largest_input=1)
