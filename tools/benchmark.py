@@ -34,6 +34,15 @@ Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F l
 DepthAnythingV2's DPT head, as in the paper's Table 4), e.g. ``--model dinov2_vitl14 --head dpt --size 518 1022``
 or ``--config configs/depth/depthanything_large_eval.py --head dpt``; its FLOPs are the part ``head``.
 
+    python tools/benchmark.py plan CONFIG [CONFIG ...] --world-size 8 [--batch N] [--size H W] [--gpu-mem-gb 80]
+        [--reserve-gb 0] [--json PATH]
+
+`plan` is the memory planner: per-GPU parameters, gradients, AdamW states and activations of one distillation step
+of each config, with and without activation checkpointing, and whether it fits (batch and size default to the
+config's ``train_dataloader.batch_size`` and ``crop_size``; FSDP2 and its param dtype from ``model_wrapper_cfg``).
+Nothing is allocated: the model is built on the meta device and the activations are counted from autograd's saved
+tensors (jetvit_mm/benchmark/planner.py states every assumption).
+
     python tools/benchmark.py plot RESULT.json --out PNG
 
 `plot` draws the latency-vs-size plot of a saved `models` result (e.g. one measured on a GPU machine).
@@ -66,7 +75,7 @@ from jetvit_mm.benchmark.models import DEFAULT_ARCHS, benchmark_models, dpt_widt
 from jetvit_mm.benchmark.plot import plot_scaling, scaling_title
 from jetvit_mm.benchmark.targets import distill_step_target, print_targets
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
-from jetvit_mm.cli import check_inputs, check_outputs, positive
+from jetvit_mm.cli import check_inputs, check_outputs, finite, positive
 from jetvit_mm.cli import count as count_arg
 from jetvit_mm.jsonio import read_json_file
 from jetvit_mm.models.mixers.kernels import WINDOW_KERNELS
@@ -213,6 +222,37 @@ def run_plot(args: argparse.Namespace) -> dict:
     return result
 
 
+def run_plan(args: argparse.Namespace) -> dict:
+    """The memory plan of each config (jetvit_mm/mm/memory_plan.py)."""
+    from mmengine.config import Config
+
+    import jetvit_mm.mm  # noqa: F401
+    from jetvit_mm.benchmark.planner import GIB, TABLE_HEADER, format_plan
+    from jetvit_mm.mm.memory_plan import config_settings, plan_config
+
+    plans = []
+    print(f'memory plan: {args.world_size} GPUs x {args.gpu_mem_gb:g} GiB, reserve {args.reserve_gb:g} GiB (GiB per '
+          'GPU; ckpt = per-block activation checkpointing)')
+    print(TABLE_HEADER)
+    for path in args.config:
+        cfg = Config.fromfile(path)
+        try:
+            settings = config_settings(cfg)
+            batch, size = args.batch or settings['batch'], args.size or settings['size']
+            if not batch or not size:
+                raise ValueError('no train_dataloader.batch_size / crop_size in the config: give --batch / --size')
+            plan = plan_config(cfg, args.world_size, int(batch), tuple(size), int(args.gpu_mem_gb * GIB),
+                               int(args.reserve_gb * GIB))
+        except ValueError as error:
+            raise SystemExit(f'plan {path}: {error}') from None
+        plan['config'] = path
+        plans.append(plan)
+        name = f'{Path(path).stem}, batch {batch}, {size[0]}x{size[1]}, {plan["param_dtype"]}' + (
+            ', FSDP2' if plan['fsdp'] else '')
+        print(format_plan(name, plan), flush=True)
+    return save_result('plan', args, {'plans': plans})
+
+
 def key_value(text: str) -> Dict[str, object]:
     """``KEY=VALUE`` -> ``{KEY: VALUE}``; VALUE a Python literal where it is one (3, 0.5, None), else a string."""
     key, sep, value = text.partition('=')
@@ -327,12 +367,27 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--plot', type=Path, default=None, help='PNG of latency vs input size per arch')
     models.set_defaults(func=run_models)
 
+    plan = sub.add_parser('plan', help='memory planner: per-GPU memory of a distillation step, and whether it fits')
+    plan.add_argument('config', nargs='+', help='distillation config(s)')
+    plan.add_argument('--world-size', type=positive, required=True, help='number of GPUs (processes)')
+    plan.add_argument('--batch', type=positive, default=None, help='per-GPU batch (default: the config\'s)')
+    plan.add_argument('--size', type=positive, nargs=2, default=None, metavar=('H', 'W'),
+                      help='input size in pixels, a multiple of the patch (default: the config\'s crop_size)')
+    plan.add_argument('--gpu-mem-gb', type=finite(above=0), default=80.0, help='memory per GPU, GiB')
+    plan.add_argument('--reserve-gb', type=finite(minimum=0), default=0.0,
+                      help='GiB per GPU held back (CUDA context, NCCL, fragmentation: not modelled)')
+    plan.add_argument('--json', type=Path, default=None)
+    plan.set_defaults(func=run_plan)
+
     plot = sub.add_parser('plot', help='scaling plot (PNG) of a saved `models --json` result')
     plot.add_argument('result', type=Path)
     plot.add_argument('--out', type=Path, required=True)
     plot.set_defaults(func=run_plot)
     args = parser.parse_args(argv)
-    check_inputs(parser, args, ('config', 'checkpoint', 'result'))
+    check_inputs(parser, args, ('checkpoint', 'result') + (() if args.command == 'plan' else ('config', )))
+    for path in (args.config if args.command == 'plan' else ()):
+        if not Path(path).is_file():
+            parser.error(f'config file not found: {path}')
     check_outputs(parser, args, files=('json', 'plot', 'out'))
     return args
 

@@ -15,13 +15,20 @@ CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, min
     python -m jetvit_mm.benchmark.memory '{"model": {...JetViT kwargs...}, "input_shape": [1, 3, 512, 1024]}'
 
 prints one JSON line. :func:`measure_forward_memory` runs that in a subprocess.
+
+Training step (the memory planner's check, :mod:`jetvit_mm.benchmark.planner`): :func:`train_step_memory` builds a
+small distillation model (:func:`build_distill`: frozen JetViT teacher, supernet student on the teacher's weights,
+MSE on the last layer), runs one warm-up step (AdamW states and one-time caches allocated), resets the peak mark and
+measures a second step (zero_grad, forward, backward, AdamW step). The figure is its peak RSS over the RSS before
+the model was built, so it holds weights, gradients, optimizer states and activations
+(``{"train_step": {...}}`` as the JSON argument; :func:`measure_train_step_memory` in a subprocess).
 """
 import json
 import os
 import resource
 import subprocess
 import sys
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 
@@ -123,5 +130,70 @@ def measure_forward_memory(model_kwargs: Dict[str, Any], input_shape: Sequence[i
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def build_distill(spec: Dict[str, Any]) -> Tuple[torch.nn.Module, Callable[[torch.Tensor], torch.Tensor]]:
+    """A distillation model and its loss as :class:`~jetvit_mm.mm.distiller.FeatureDistiller` computes it (without
+    OpenMMLab): ``spec['model']`` JetViT kwargs of both, ``spec['arch']`` the student's path,
+    ``spec['checkpointing']`` per-block activation checkpointing on the student. Returns ``(model, loss_fn)``
+    where ``model.teacher`` / ``model.student`` are the two and ``loss_fn(x)`` the loss of one batch."""
+    from jetvit_mm.distill import distill_loss
+    from jetvit_mm.models.jetvit import JetViT
+    from jetvit_mm.models.supernet import JetViTSupernet
+
+    arch = spec['arch']
+    model = torch.nn.Module()
+    model.teacher = JetViT(frozen=True, **spec['model'])
+    model.student = JetViTSupernet(search_space=''.join(sorted(set(arch))), **spec['model'])
+    if not model.teacher.parameters().__next__().is_meta:
+        model.student.load_jetvit_state_dict(model.teacher.state_dict(), source='teacher weights')
+    model.student.set_arch(arch)
+    model.student.set_grad_checkpointing(bool(spec.get('checkpointing')))
+    model.train()
+
+    def loss_fn(x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            targets = model.teacher.forward_intermediates(x, [-1], norm=True, output_fmt='NLC')
+        features = model.student.forward_intermediates(x, [-1], norm=True, output_fmt='NLC')
+        return distill_loss('mse', features, targets)
+
+    return model, loss_fn
+
+
+def train_step_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """Peak RSS of one training step of :func:`build_distill`'s model over the RSS before it was built (run it in a
+    fresh process; CPU, fp32)."""
+    if spec.get('threads'):
+        torch.set_num_threads(int(spec['threads']))
+    torch.manual_seed(0)
+    x = torch.randn(*spec['input_shape'])
+    before = _status_bytes('VmRSS')
+    model, loss_fn = build_distill(spec)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(x).backward()
+        optimizer.step()
+
+    step()  # AdamW states, oneDNN caches: resident from here on
+    exact = _reset_peak_rss()
+    resident = _status_bytes('VmRSS')
+    step()
+    peak = _status_bytes('VmHWM') if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {'method': 'VmHWM after clear_refs' if exact else 'ru_maxrss (upper bound)',
+            'peak_increase_bytes': peak - before, 'rss_before_build_bytes': before,
+            'rss_before_step_bytes': resident, 'peak_rss_bytes': peak, 'weights_bytes': _weights_bytes(model)}
+
+
+def measure_train_step_memory(spec: Dict[str, Any], timeout: Optional[float] = None) -> Dict[str, Any]:
+    """:func:`train_step_memory` in a fresh interpreter (glibc mmap threshold fixed as for the forward probe)."""
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(MMAP_THRESHOLD))
+    proc = subprocess.run([sys.executable, '-m', 'jetvit_mm.benchmark.memory', json.dumps({'train_step': spec})],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f'memory probe failed ({proc.returncode}):\n{proc.stderr[-4000:]}')
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 if __name__ == '__main__':
-    print(json.dumps(forward_memory(json.loads(sys.argv[1]))))
+    _spec = json.loads(sys.argv[1])
+    print(json.dumps(train_step_memory(_spec['train_step']) if 'train_step' in _spec else forward_memory(_spec)))
