@@ -101,3 +101,22 @@ def test_full_checkpoint_on_rank0_matches_the_sharded_one(sharded_run, tiny_city
         model = MODELS.build(cfg.model)
     check_checkpoint_fits(model, str(tmp_path / 'iter_3.pth'), 'tiny FSDP2 config')  # what tools/test.py checks
     model.load_state_dict(full)
+
+
+def test_kill_and_resume_from_a_full_checkpoint_continues_identically(sharded_run, tiny_cityscapes, teacher,
+                                                                      tmp_path):
+    """'full' mode: rank 0's gathered iter_3.pth resumes to the same paths and weights as the uninterrupted run."""
+    first = tmp_path / 'first'
+    train(first, tiny_cityscapes, teacher, 'train_cfg.max_iters=3', 'default_hooks.checkpoint.interval=3')
+    resumed_dir = tmp_path / 'resumed'
+    resumed_dir.mkdir()
+    shutil.copy(first / 'iter_3.pth', resumed_dir / 'iter_3.pth')
+    (resumed_dir / 'last_checkpoint').write_text(str(resumed_dir / 'iter_3.pth'))
+    train(resumed_dir, tiny_cityscapes, teacher, 'train_cfg.max_iters=6', 'default_hooks.checkpoint.interval=3',
+          resume=True)
+    for rank in (0, 1):
+        assert read_paths(resumed_dir, rank) == {i: read_paths(sharded_run, 0)[i] for i in range(3, 6)}
+    resumed, uninterrupted = weights(resumed_dir / 'iter_6.pth'), weights(sharded_run / 'iter_6.pth')
+    assert resumed.keys() == uninterrupted.keys()
+    for key, value in uninterrupted.items():
+        assert torch.allclose(resumed[key], value, rtol=1e-5, atol=1e-6), key

@@ -34,6 +34,8 @@ LOADED_DIR_KEY = 'fsdp2_sharded_dir'  # meta, set on load: that directory's abso
 MODE_KEY = 'fsdp2'  # meta: 'full' or 'sharded'
 STATE_DICT_TYPES = ('full', 'sharded')
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+# optimizer state: candidates never sampled before the save have none (see _drop_unsaved_state)
+_FULL_PARTIAL = StateDictOptions(full_state_dict=True, cpu_offload=True, strict=False)
 
 
 class _MetadataUnpickler(pickle.Unpickler):
@@ -165,12 +167,20 @@ class FSDP2CheckpointHook(Hook):
                 state = {'optim': get_optimizer_state_dict(model, optim)}
                 dcp.load(state, storage_reader=reader, planner=DefaultLoadPlanner(allow_partial_load=True))
                 set_optimizer_state_dict(model, optim, state['optim'])
-                for name, param in model.named_parameters():
-                    if name not in saved:
-                        optim.state.pop(param, None)
+                _drop_unsaved_state(model, optim, saved)
         else:
             set_model_state_dict(model, checkpoint['state_dict'], options=_FULL)
             if optim is not None and meta.get(MODE_KEY) == 'full' and 'optimizer' in checkpoint:
-                set_optimizer_state_dict(model, optim, checkpoint['optimizer'], options=_FULL)
+                saved = set(checkpoint['optimizer'].get('state', {}))  # by parameter name
+                set_optimizer_state_dict(model, optim, checkpoint['optimizer'], options=_FULL_PARTIAL)
+                _drop_unsaved_state(model, optim, saved)
         checkpoint['state_dict'] = model.state_dict()
         checkpoint.pop('optimizer', None)
+
+
+def _drop_unsaved_state(model: torch.nn.Module, optim: torch.optim.Optimizer, saved: set) -> None:
+    """Candidates never sampled before the save had no optimizer state; torch's state-dict helpers initialise every
+    parameter's, so take it away again: their first step after the resume is a first step, as without the kill."""
+    for name, param in model.named_parameters():
+        if name not in saved:
+            optim.state.pop(param, None)
