@@ -205,7 +205,7 @@ def run_models(args: argparse.Namespace) -> dict:
         entries, sizes=args.size, batch=args.batch, dtype=args.dtype, device=args.device, warmup=args.warmup,
         repeat=args.repeat, compile_model=args.compile, cuda_graph=args.cuda_graph, throughput=args.throughput,
         threads=args.threads, memory=not args.no_memory, profile=args.profile, malloc=args.malloc, malloc_kept=kept,
-        on_round=round_printer(args.warmup + args.repeat), onnxruntime=args.onnxruntime)
+        on_round=round_printer(args.warmup + args.repeat), onnxruntime=args.onnxruntime, freeze=args.freeze)
     result = save_result('models', args, measured)
     if args.plot:
         plot_scaling(result['rows'], args.plot, scaling_title(result))
@@ -269,6 +269,8 @@ def check_cuda_graph(args: argparse.Namespace, device: torch.device) -> None:
         raise SystemExit('--cuda-graph needs --device cuda')
     if args.cuda_graph and getattr(args, 'compile', False):
         raise SystemExit('--cuda-graph and --compile: pick one (torch.compile(mode="reduce-overhead") graphs itself)')
+    if getattr(args, 'freeze', False) and not getattr(args, 'compile', False):
+        raise SystemExit('--freeze is an option of torch.compile: add --compile')
 
 
 def count(minimum: int) -> Callable[[str], int]:
@@ -342,6 +344,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--warmup', type=count(0), default=1)
     models.add_argument('--repeat', type=count(1), default=5)
     models.add_argument('--compile', action='store_true', help='time torch.compile(model) (memory probe: eager)')
+    models.add_argument('--freeze', action='store_true',
+                        help='with --compile: inductor freezing for every model (weights as constants, CPU Linears '
+                             'prepacked for oneDNN; torch.compile(options={"freezing": True}))')
     models.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
     models.add_argument('--linear-cfg', type=key_value, action='append', default=None, metavar='KEY=VALUE',
                         help='an L-mixer option for every arch, e.g. precision=mixed, conv=static, kernel_size=5')

@@ -109,12 +109,14 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
                      device: str, warmup: int, repeat: int, compile_model: bool, cuda_graph: bool,
                      throughput: Optional[int], threads: int, memory: bool, profile: bool, malloc: str,
                      malloc_kept: bool, on_round: Optional[Callable[[int, bool], None]] = None,
-                     onnxruntime: bool = False) -> Dict[str, object]:
+                     onnxruntime: bool = False, freeze: bool = False) -> Dict[str, object]:
     """Latency (median, min, max, and of the quiet samples), images/s, FLOPs, peak memory and speed-ups of every
     entry at every size (default: 32 x 64 and 64 x 128 patches); prints the table and the targets and returns the
     result. ``throughput``: None (images/s of the latency run), a batch, or -1 (the largest power-of-two batch that
     fits on CUDA). ``onnxruntime``: also each model's ONNX export in an onnxruntime CPU session, in the same
-    round-robin (rows labelled ``<label> (onnxruntime)``)."""
+    round-robin (rows labelled ``<label> (onnxruntime)``). ``freeze`` (with ``compile_model``): inductor's freezing
+    for every model alike (weights folded into the graph as constants; on the CPU the Linears' weights prepacked
+    for oneDNN), PyTorch's setting for CPU inference."""
     dev, torch_dtype = torch.device(device), DTYPES[dtype]
     models: Dict[str, nn.Module] = {}
     for e in entries:
@@ -128,7 +130,8 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
           f'{", ".join(f"{h}x{w}" for h, w in sizes)}; batch {batch}, {dtype} on {device}, '
           f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}'
           f'{", CUDA graphs" if cuda_graph else ""}{malloc_note(malloc_kept, dev)}', flush=True)
-    runners = {label: (torch.compile(m) if compile_model else m) for label, m in models.items()}
+    options = {'freezing': True} if freeze else None
+    runners = {label: (torch.compile(m, options=options) if compile_model else m) for label, m in models.items()}
     probe = CpuContention(enabled=dev.type == 'cpu')  # on CUDA it would read /proc inside the event window
 
     # every (size, arch) pair in one round-robin: the growth from one size to the next is then measured side by

@@ -15,7 +15,7 @@ from .kernels import (
     triton_linear_attention,
 )
 from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
-from .squeeze_conv import build_value_conv
+from .squeeze_conv import SqueezeDynamicConv, build_value_conv, squeeze_conv_tokens
 
 PRECISIONS = ('fp32', 'mixed')
 
@@ -151,7 +151,7 @@ class LinearAttention(TokenMixer):
         if rope is not None and self.rope_numerator:
             check_rope(rope, N - P, self.head_dim)
             table = rotation_table(rope, P, self.rotate_half)
-        conv = self.value_conv(qkv, grid_size) if self.conv is not None else None
+        conv = self.fast_value_conv(qkv_flat, grid_size, path) if self.conv is not None else None
         args = (qkv_flat, table, conv, self.num_heads, P, self.eps, self.focusing, self.rotate_half)
         if path == 'triton':
             out = triton_linear_attention(*args)
@@ -160,6 +160,18 @@ class LinearAttention(TokenMixer):
         else:  # 'fused': traced by a surrounding torch.compile
             out = fused_linear_attention(*args)
         return self.proj_drop(self.proj(out.to(x.dtype)))
+
+    def fast_value_conv(self, qkv_flat: torch.Tensor, grid_size: Tuple[int, int], path: str) -> torch.Tensor:
+        """The conv term for the fast paths: the squeeze conv as one pure function (compiled with ``'compile'``,
+        traced by the outer compile with ``'fused'``), every other conv (and the squeeze conv beside the Triton
+        kernels) as :meth:`value_conv`."""
+        if isinstance(self.conv, SqueezeDynamicConv) and path in ('compile', 'fused'):
+            D = qkv_flat.shape[-1] // 3
+            args = (qkv_flat[:, self.num_prefix_tokens:, 2 * D:], grid_size, self.conv.fc1.weight,
+                    self.conv.fc2.weight, self.conv.fc2.bias)
+            return compiled(squeeze_conv_tokens)(*args) if path == 'compile' else squeeze_conv_tokens(*args)
+        B, N = qkv_flat.shape[:2]
+        return self.value_conv(qkv_flat.view(B, N, 3, self.num_heads, self.head_dim), grid_size)
 
     def value_conv(self, qkv: torch.Tensor, grid_size: Tuple[int, int]) -> torch.Tensor:
         """The conv term of the patch tokens, ``[B, h * w, D]``, from ``qkv`` as ``[B, N, 3, heads, head_dim]``."""

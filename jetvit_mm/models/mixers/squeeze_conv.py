@@ -12,7 +12,8 @@ generator's last Linear and zero that Linear's weight, so at init they equal the
 generator Linear keeps a small random init: were it zero as well, its output (and with it every generator gradient)
 would be zero forever, and the dynamic conv would never leave the static one.
 """
-from typing import Optional
+import math
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -99,16 +100,38 @@ class SqueezeDynamicConv(_KernelGenerator):
         return self.fc2.bias.view(-1, 1, k, k)
 
     def forward(self, v: torch.Tensor) -> torch.Tensor:
-        B, D, h, w = v.shape
+        B, D = v.shape[:2]
         k = self.kernel_size
         kernels = super().forward(v.mean(dim=(2, 3)))  # [B, D * k * k]
-        if exporting():  # a grouped conv with groups = B * D cannot have a symbolic batch
-            return per_image_depthwise_conv(v, kernels.reshape(B, D, k, k))
-        # images side by side as channels of one image, in channels-last layout: a view (no copy) when B == 1 and v
-        # comes from tokens, and the layout the fast depthwise kernels take (NCHW here is ~20x slower on CPU)
-        v = v.permute(2, 3, 0, 1).reshape(1, h, w, B * D).permute(0, 3, 1, 2)
-        out = F.conv2d(v, kernels.reshape(B * D, 1, k, k), padding=k // 2, groups=B * D)
-        return out.permute(0, 2, 3, 1).reshape(h, w, B, D).permute(2, 3, 0, 1)
+        return depthwise_per_image(v, kernels.reshape(B, D, k, k))
+
+
+def depthwise_per_image(v: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
+    """Depthwise conv of each image of ``v`` (``[B, D, h, w]``) with its own kernels (``[B, D, k, k]``, zero
+    padding, same size)."""
+    B, D, h, w = v.shape
+    k = kernels.shape[-1]
+    if exporting():  # a grouped conv with groups = B * D cannot have a symbolic batch
+        return per_image_depthwise_conv(v, kernels)
+    # images side by side as channels of one image, in channels-last layout: a view (no copy) when B == 1 and v
+    # comes from tokens, and the layout the fast depthwise kernels take (NCHW here is ~20x slower on CPU)
+    v = v.permute(2, 3, 0, 1).reshape(1, h, w, B * D).permute(0, 3, 1, 2)
+    out = F.conv2d(v, kernels.reshape(B * D, 1, k, k), padding=k // 2, groups=B * D)
+    return out.permute(0, 2, 3, 1).reshape(h, w, B, D).permute(2, 3, 0, 1)
+
+
+def squeeze_conv_tokens(v: torch.Tensor, grid_size: Tuple[int, int], fc1_weight: torch.Tensor,
+                        fc2_weight: torch.Tensor, fc2_bias: torch.Tensor) -> torch.Tensor:
+    """:class:`SqueezeDynamicConv` of the patch tokens' values ``v`` (``[B, h * w, D]``, any strides, e.g. a view
+    of the qkv output) as one pure function of its weights, ``[B, h * w, D]``: the same values as the module, in a
+    form the L mixer's fast paths compile. Compiled, the mean over the tokens becomes one vectorised pass; eager,
+    a bf16 mean over a strided V costs more than the conv itself."""
+    B, _, D = v.shape
+    h, w = grid_size
+    k = math.isqrt(fc2_bias.numel() // D)
+    kernels = F.linear(F.silu(F.linear(v.mean(dim=1), fc1_weight)), fc2_weight, fc2_bias)  # [B, D * k * k]
+    grid = v.reshape(B, h, w, D).permute(0, 3, 1, 2)
+    return depthwise_per_image(grid, kernels.reshape(B, D, k, k)).flatten(2).transpose(1, 2)
 
 
 def per_image_depthwise_conv(v: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:

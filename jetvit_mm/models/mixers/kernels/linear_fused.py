@@ -56,15 +56,37 @@ def _pairs(x: torch.Tensor, rotate_half: bool) -> Tuple[torch.Tensor, torch.Tens
     return x[..., 0::2], x[..., 1::2]
 
 
-def rotate(x: torch.Tensor, table: torch.Tensor, rotate_half: bool) -> torch.Tensor:
-    """RoPE with a :func:`rotation_table`: ``x * cos + partners(x) * sin'``, computed per pair member (no shuffled
-    copy of ``x``: under torch.compile one vectorised pass)."""
+def pair_slots(out: torch.Tensor, rotate_half: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The views of ``out`` that :func:`_pairs` members are written into (for an in-place :func:`join_pairs`)."""
+    return _pairs(out, rotate_half)
+
+
+def rotated_pairs(x: torch.Tensor, table: torch.Tensor, rotate_half: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """RoPE with a :func:`rotation_table`, per pair member: ``(y1, y2)`` with ``y = x * cos + partners(x) * sin'``.
+    Each member is computed from contiguous loads of ``x`` (a shuffled copy, or a roll, of ``x`` would be a
+    gather in the compiled loop)."""
     sin, cos = table.chunk(2, dim=-1)
     (x1, x2), (s1, s2), (c1, c2) = _pairs(x, rotate_half), _pairs(sin, rotate_half), _pairs(cos, rotate_half)
-    y1, y2 = x1 * c1 + x2 * s1, x2 * c2 + x1 * s2
+    return x1 * c1 + x2 * s1, x2 * c2 + x1 * s2
+
+
+def join_pairs(y1: torch.Tensor, y2: torch.Tensor, rotate_half: bool, dtype: torch.dtype) -> torch.Tensor:
+    """The inverse of :func:`_pairs`, each member cast to ``dtype`` first (so no wider copy is ever written)."""
+    y1, y2 = y1.to(dtype), y2.to(dtype)
     if rotate_half:
         return torch.cat([y1, y2], dim=-1)
     return torch.stack([y1, y2], dim=-1).flatten(-2)
+
+
+def rotate(x: torch.Tensor, table: torch.Tensor, rotate_half: bool) -> torch.Tensor:
+    """RoPE with a :func:`rotation_table`: ``x * cos + partners(x) * sin'``, as one elementwise expression (no
+    concatenation: compiled, it fuses into whatever consumes it). The pair members are indexed as a dimension of 2
+    (``flip`` swaps them), so that a compiled loop reads each member with contiguous vector loads."""
+    sin, cos = table.chunk(2, dim=-1)
+    pairs = (2, -1) if rotate_half else (-1, 2)
+    member = -2 if rotate_half else -1
+    x, sin, cos = (t.unflatten(-1, pairs) for t in (x, sin, cos))
+    return (x * cos + x.flip(member) * sin).flatten(-2)
 
 
 def feature_map(x: torch.Tensor, focusing: Optional[float], eps: float) -> torch.Tensor:
@@ -102,12 +124,16 @@ def fused_linear_attention(
     with torch.autocast(device_type=qkv.device.type, enabled=False):
         q, k, v = qkv.view(B, N, 3, num_heads, D // num_heads).permute(2, 0, 3, 1, 4).unbind(0)
         q, k = feature_map(q.float(), focusing, eps), feature_map(k.float(), focusing, eps)
-        denominator = (q * k.sum(dim=2, keepdim=True)).sum(dim=-1, keepdim=True)  # [B, H, N, 1]
+        # 1 / (phi(q_i) . z + eps), z the sum of the un-rotated phi(k): folded into the rows of the query operand
+        scale = 1 / ((q * k.sum(dim=2, keepdim=True)).sum(dim=-1, keepdim=True) + eps)  # [B, H, N, 1]
         if table is not None:
-            q, k = rotate(q, table, rotate_half), rotate(k, table, rotate_half)
-        state = k.to(operand).transpose(-2, -1) @ v.to(operand)  # [B, H, head_dim, head_dim]
-        out = (q.to(operand) @ state).float() / (denominator + eps)
-        out = out.transpose(1, 2).reshape(B, N, D)
-        if conv is not None:
-            out = torch.cat([out[:, :num_prefix_tokens], out[:, num_prefix_tokens:] + conv.float()], dim=1)
+            k = join_pairs(*rotated_pairs(k, table, rotate_half), rotate_half, operand)
+            q = join_pairs(*(y * scale for y in rotated_pairs(q, table, rotate_half)), rotate_half, operand)
+        else:
+            k, q = k.to(operand), (q * scale).to(operand)
+        # head-major V: the matmul's fast layout (a strided view of qkv makes it copy V itself, more slowly)
+        v = v.to(operand).clone(memory_format=torch.contiguous_format)
+        out = (q @ (k.transpose(-2, -1) @ v)).transpose(1, 2).reshape(B, N, D)  # [B, N, D]
+        if conv is not None:  # zero rows for the prefix tokens: one pass, no concatenation
+            out = out.float() + F.pad(conv.float(), (0, 0, num_prefix_tokens, 0))
         return out.to(qkv.dtype)

@@ -1,17 +1,24 @@
-"""W for torch.compile on the CPU: the torch path's windows, with each window's keys padded to a multiple of 16.
+"""W for torch.compile on the CPU: the torch path's windows, with each window's keys padded to a multiple of 16,
+built in one pass per tensor in a window-major layout that the prefix queries' attention reads too.
 
 PyTorch's CPU flash attention runs its bf16 matrix units on key blocks that are a multiple of 16 long: a window of
 ``P + wh * ww`` keys (261 for 16 x 16 windows and 5 prefix tokens) takes it off that path (about 2x slower in bf16
 on an AMX Xeon). Padding the keys to 272 and masking the padding computes the same attention (a masked key has
 weight exactly 0); under torch.compile the RoPE, windowing and padding of q, k and v fuse into one pass each.
+
+Layout: ``[B, heads, windows, keys, head_dim]``, so that attention sees ``B * heads`` as its batch and the windows
+as its heads, and the keys of all windows together are one ``[B, heads, windows * keys, head_dim]`` view: the
+prefix queries attend to it with a mask that keeps every real key exactly once (the prefix copies of window 0 and
+the patches of every window), with no second rotated copy of k, v in token order.
 """
 from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 
-from ..rope import rotate_query_key
-from ..window_layout import window_merge, window_partition
+from ..rope import rope_table
+from ..window_layout import window_partition
+from .linear_fused import rotate
 
 KEY_MULTIPLE = 16
 
@@ -29,6 +36,50 @@ def padded_key_mask(batch: int, grid_size: Tuple[int, int], window: Tuple[int, i
     return valid.repeat(batch, 1)[:, None, None, :]
 
 
+def window_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
+    """Patch rows ``[B, h * w, ...]`` (any strides) as windows ``[B, windows, wh * ww, ...]``, zero-padded where the
+    grid is not a multiple of the window."""
+    B, rest = x.shape[0], x.shape[2:]
+    (h, w), (wh, ww) = grid_size, window
+    nh, nw = -(-h // wh), -(-w // ww)
+    grid = x.reshape(B, h, w, -1)
+    if (nh * wh, nw * ww) != (h, w):
+        grid = F.pad(grid, (0, 0, 0, nw * ww - w, 0, nh * wh - h))
+    grid = grid.reshape(B, nh, wh, nw, ww, -1).permute(0, 1, 3, 2, 4, 5)
+    return grid.reshape(B, nh * nw, wh * ww, *rest)
+
+
+def prefix_key_mask(windows: int, keys: int, window_keys: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
+    """Boolean mask ``[1, 1, 1, windows * keys]`` over the window-major keys for the prefix queries: every real key
+    once (the prefix slots of window 0 only, every window's real patches, no padding)."""
+    valid = window_keys.reshape(-1, keys).expand(windows, keys).clone() if window_keys.shape[0] == 1 else \
+        window_keys.reshape(windows, keys).clone()
+    valid[1:, :num_prefix_tokens] = False
+    return valid.reshape(1, 1, 1, windows * keys)
+
+
+@torch.library.custom_op('jetvit::window_and_prefix_attention', mutates_args=())
+def window_and_prefix_attention(q_win: torch.Tensor, k_win: torch.Tensor, v_win: torch.Tensor, mask: torch.Tensor,
+                                q_prefix: torch.Tensor, prefix_mask: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The two attentions of W on one set of window-major keys (``[B, heads, windows, keys, C]``): the windows'
+    queries on their window (``[B * heads, windows, S, C]``) and the prefix queries on every key once.
+
+    One operator for torch.compile: both attentions read the same key and value buffers through views, which
+    inductor would otherwise copy once per attention call to give each its own strides."""
+    B, H, W, K, C = k_win.shape
+    out = F.scaled_dot_product_attention(q_win.flatten(0, 1), k_win.flatten(0, 1), v_win.flatten(0, 1),
+                                         attn_mask=mask)
+    out_prefix = F.scaled_dot_product_attention(q_prefix, k_win.reshape(B, H, W * K, C),
+                                                v_win.reshape(B, H, W * K, C), attn_mask=prefix_mask)
+    return out.contiguous(), out_prefix.contiguous()  # the strides the fake kernel promises
+
+
+@window_and_prefix_attention.register_fake
+def _(q_win, k_win, v_win, mask, q_prefix, prefix_mask):
+    return (q_win.new_empty(q_win.shape[0] * q_win.shape[1], *q_win.shape[2:]),
+            q_prefix.new_empty(q_prefix.shape))
+
+
 def padded_window_attention(
         qkv: torch.Tensor,
         grid_size: Tuple[int, int],
@@ -41,17 +92,41 @@ def padded_window_attention(
     """What :func:`~jetvit_mm.models.mixers.window.window_attention` computes (inference, no dropout), with padded
     keys: ``[B, N, D]`` before ``proj``."""
     B, N, D3 = qkv.shape
-    D, P = D3 // 3, num_prefix_tokens
-    q, k, v = qkv.reshape(B, N, 3, num_heads, D // num_heads).permute(2, 0, 3, 1, 4).unbind(0)
-    if rope is not None:
-        q, k = rotate_query_key(q, k, rope, P, rotate_half)
-    out_prefix = F.scaled_dot_product_attention(q[:, :, :P], k, v) if P > 0 else None
-    keys = -(-(P + window[0] * window[1]) // KEY_MULTIPLE) * KEY_MULTIPLE
-    q_win = window_partition(q[:, :, P:], grid_size, window)
-    k_win, v_win = (F.pad(window_partition(t[:, :, P:], grid_size, window, prefix=t[:, :, :P] if P > 0 else None),
-                          (0, 0, 0, keys - P - window[0] * window[1])) for t in (k, v))
-    mask = padded_key_mask(B, grid_size, window, P, keys, qkv.device)
-    out = window_merge(F.scaled_dot_product_attention(q_win, k_win, v_win, attn_mask=mask), B, grid_size, window)
-    if out_prefix is not None:
-        out = torch.cat([out_prefix.transpose(1, 2).reshape(B, P, D), out], dim=1)
-    return out
+    D, P, C = D3 // 3, num_prefix_tokens, D3 // 3 // num_heads
+    (h, w), (wh, ww) = grid_size, window
+    q, k, v = qkv.reshape(B, N, 3, num_heads, C).unbind(2)  # [B, N, heads, C], views of qkv
+    table = None if rope is None else window_major(rope_table(rope.float(), 0, rotate_half)[None], grid_size,
+                                                   window)[:, None]  # [1, 1, windows, S, 2 * C]
+    S = wh * ww
+    keys = -(-(P + S) // KEY_MULTIPLE) * KEY_MULTIPLE
+
+    def windows(t: torch.Tensor, rotated: bool) -> torch.Tensor:  # patches of t -> [B, heads, windows, S, C]
+        t = window_major(t[:, P:], grid_size, window).permute(0, 3, 1, 2, 4)
+        if rotated and table is not None:
+            t = rotate(t.float(), table, rotate_half).to(t.dtype)
+        return t
+
+    q_win = windows(q, True).contiguous()  # written once, in the layout attention reads
+    nwin = q_win.shape[2]
+
+    def keys_of(t: torch.Tensor, rotated: bool) -> torch.Tensor:  # [prefix, window's patches, zero padding]
+        parts = [windows(t, rotated), t.new_zeros(B, num_heads, nwin, keys - P - S, C)]
+        if P > 0:
+            parts.insert(0, t[:, :P].permute(0, 2, 1, 3)[:, :, None].expand(B, num_heads, nwin, P, C))
+        return torch.cat(parts, dim=3)
+
+    k_win, v_win = keys_of(k, True), keys_of(v, False)
+    mask = padded_key_mask(1, grid_size, window, P, keys, qkv.device)  # [windows or 1, 1, 1, keys]
+    if P == 0:
+        out = F.scaled_dot_product_attention(q_win.flatten(0, 1), k_win.flatten(0, 1), v_win.flatten(0, 1),
+                                             attn_mask=mask.reshape(1, -1, 1, keys))  # [B * heads, windows, S, C]
+    else:
+        out, out_prefix = window_and_prefix_attention(q_win, k_win, v_win, mask.reshape(1, -1, 1, keys),
+                                                      q[:, :P].transpose(1, 2).contiguous(),
+                                                      prefix_key_mask(nwin, keys, mask, P))
+    nh, nw = -(-h // wh), -(-w // ww)
+    out = out.reshape(B, num_heads, nh, nw, wh, ww, C).permute(0, 2, 4, 3, 5, 1, 6)
+    out = out.reshape(B, nh * wh, nw * ww, D)[:, :h, :w].reshape(B, h * w, D)
+    if P == 0:
+        return out
+    return torch.cat([out_prefix.transpose(1, 2).reshape(B, P, D), out], dim=1)
