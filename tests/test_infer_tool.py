@@ -1,5 +1,7 @@
 """tools/infer.py on real image files: segmentation (palette PNG + overlay) and depth (colour map, raw .npy, 16-bit
 PNG) at odd image sizes, batched, from files, a folder and a glob; clear errors for bad inputs."""
+import json
+
 import cv2
 import numpy as np
 import pytest
@@ -61,3 +63,190 @@ def test_bad_inputs_are_named(images, tmp_path):
     torch.save({'state_dict': {f'backbone.{k}': v for k, v in other.state_dict().items()}}, wrong)
     proc = run_tool('infer.py', SEG, wrong, images / 'img0.png', '--out-dir', tmp_path / 'o3', check=False)
     assert proc.returncode != 0 and 'wrong.pth' in proc.stderr and 'arch' in proc.stderr, proc.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------- --compare, --pca
+def _downstream_checkpoint(config, arch, seed: int, path):
+    """A downstream checkpoint of ``config``'s model with backbone ``arch`` (None: the config's), random weights."""
+    from mmengine.config import Config
+    from mmseg.apis import init_model
+
+    import jetvit_mm.mm  # noqa: F401
+
+    cfg = Config.fromfile(config)
+    if arch is not None:
+        cfg.model.backbone.arch = arch
+    torch.manual_seed(seed)
+    torch.save({'state_dict': init_model(cfg, None, device='cpu').state_dict(), 'meta': {}}, path)
+    return path
+
+
+@pytest.fixture(scope='module')
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp('infer_checkpoints')
+    return dict(seg_teacher=_downstream_checkpoint(SEG, 'FFFF', 0, root / 'seg_teacher.pth'),
+                seg_hybrid=_downstream_checkpoint(SEG, None, 1, root / 'seg_hybrid.pth'),  # LWLF
+                depth_teacher=_downstream_checkpoint(DEPTH, 'FFFF', 0, root / 'depth_teacher.pth'),
+                depth_hybrid=_downstream_checkpoint(DEPTH, None, 1, root / 'depth_hybrid.pth'))
+
+
+SIZES = [(50, 77), (64, 128), (41, 90)]
+
+
+def _picture(path) -> np.ndarray:
+    from jetvit_mm.visual.panels import HEADER_PX
+
+    image = cv2.imread(str(path))
+    assert image is not None, path
+    return image[HEADER_PX:]  # below the text band
+
+
+def _teacher_classes(checkpoint, image_path) -> np.ndarray:
+    """The all-F teacher's class map, computed here independently of the tool."""
+    from mmengine.config import Config
+    from mmseg.apis import inference_model
+
+    from jetvit_mm.mm.infer import load_model
+
+    cfg = Config.fromfile(SEG)
+    cfg.model.backbone.arch = 'FFFF'
+    model = load_model(cfg, str(checkpoint))
+    return inference_model(model, cv2.imread(str(image_path))).pred_sem_seg.data[0].numpy()
+
+
+def test_compare_segmentation_panels_figures_and_pca(images, checkpoints, tmp_path):
+    """The teacher is built with the arch its checkpoint names (FFFF, the config says LWLF): the share of differing
+    pixels is that of an independent teacher prediction against the hybrid's, latency measured for both; the
+    hybrid compared with itself differs nowhere, its features' cosine is 1 and the two PCA halves are equal."""
+    out = tmp_path / 'cmp'
+    run_tool('infer.py', SEG, checkpoints['seg_hybrid'], images, '--out-dir', out, '--compare',
+             checkpoints['seg_teacher'], '--pca')
+    report = json.loads((out / 'compare.json').read_text())
+    assert 'time_interleaved' in report['latency']['how'] and report['latency']['repeat'] == 3
+    assert [r['size'] for r in report['images']] == [list(s) for s in SIZES]
+    for i, ((h, w), record) in enumerate(zip(SIZES, report['images'])):
+        assert _picture(out / f'img{i}_compare.png').shape == (h, 4 * w, 3)
+        assert _picture(out / f'img{i}_pca.png').shape == (h, 2 * w, 3)
+        assert all(record['latency_ms'][m]['median_ms'] > 0 for m in ('teacher', 'hybrid'))
+        hybrid = np.asarray(Image.open(out / f'img{i}_seg.png'))
+        teacher = _teacher_classes(checkpoints['seg_teacher'], images / f'img{i}.png')
+        assert record['class_differs_share'] == pytest.approx(float((teacher != hybrid).mean()), abs=1e-12)
+        assert 0 < record['class_differs_share'] <= 1 and record['feature_cosine_mean'] < 0.99
+    same = tmp_path / 'same'
+    run_tool('infer.py', SEG, checkpoints['seg_hybrid'], images / 'img0.png', '--out-dir', same, '--compare',
+             checkpoints['seg_hybrid'], '--pca')
+    record = json.loads((same / 'compare.json').read_text())['images'][0]
+    assert record['class_differs_share'] == 0 and record['feature_cosine_mean'] == pytest.approx(1, abs=1e-6)
+    pca = _picture(same / 'img0_pca.png')
+    assert np.array_equal(pca[:, :77], pca[:, 77:]) and pca.std() > 0
+
+
+def test_compare_depth_figures_match_the_two_predictions(images, checkpoints, tmp_path):
+    """Depth: the mean / max / relative |teacher - hybrid| of compare.json are those of the two models' raw
+    disparities (each written by the plain tool); a model compared with itself differs by 0."""
+    out, alone = tmp_path / 'cmp', tmp_path / 'teacher'
+    run_tool('infer.py', DEPTH, checkpoints['depth_hybrid'], images, '--out-dir', out, '--compare',
+             checkpoints['depth_teacher'], '--repeat', '2')
+    run_tool('infer.py', DEPTH, checkpoints['depth_teacher'], images, '--out-dir', alone)
+    report = json.loads((out / 'compare.json').read_text())
+    assert report['latency']['repeat'] == 2
+    for i, ((h, w), record) in enumerate(zip(SIZES, report['images'])):
+        assert _picture(out / f'img{i}_compare.png').shape == (h, 4 * w, 3)
+        teacher = np.load(alone / f'img{i}_disparity.npy').astype(np.float64)
+        hybrid = np.load(out / f'img{i}_disparity.npy').astype(np.float64)
+        diff = np.abs(teacher - hybrid)
+        assert diff.max() > 0
+        assert record['disparity_abs_diff_mean'] == pytest.approx(diff.mean(), rel=1e-5)
+        assert record['disparity_abs_diff_max'] == pytest.approx(diff.max(), rel=1e-5)
+        nonzero = teacher != 0
+        assert record['disparity_rel_diff_mean'] == pytest.approx((diff[nonzero] / np.abs(teacher[nonzero])).mean(),
+                                                                  rel=1e-5)
+    same = tmp_path / 'same'
+    run_tool('infer.py', DEPTH, checkpoints['depth_teacher'], images / 'img1.png', '--out-dir', same, '--compare',
+             checkpoints['depth_teacher'], '--pca')
+    record = json.loads((same / 'compare.json').read_text())['images'][0]
+    assert record['disparity_abs_diff_max'] == 0 and record['feature_cosine_mean'] == pytest.approx(1, abs=1e-6)
+
+
+def test_pca_alone_shows_the_hybrid(images, checkpoints, tmp_path):
+    out = tmp_path / 'pca'
+    run_tool('infer.py', SEG, checkpoints['seg_hybrid'], images / 'img1.png', '--out-dir', out, '--pca')
+    pca = _picture(out / 'img1_pca.png')
+    assert pca.shape == (64, 128, 3) and len(np.unique(pca.reshape(-1, 3), axis=0)) > 8
+    assert (out / 'img1_seg.png').is_file() and not (out / 'compare.json').exists()
+
+
+# ---------------------------------------------------------------------------------------------- no config given
+@pytest.fixture(scope='module')
+def runner_checkpoint(tiny_cityscapes, tmp_path_factory):
+    work = tmp_path_factory.mktemp('infer_runner')
+    run_tool('train.py', SEG, '--work-dir', work, '--cfg-options',
+             *[f'{s}_dataloader.dataset.data_root={tiny_cityscapes}' for s in ('train', 'val', 'test')],
+             'train_cfg.max_iters=2', 'train_cfg.val_interval=2', 'default_hooks.checkpoint.interval=2')
+    return work / 'iter_2.pth'
+
+
+def _same_outputs(a, b, names) -> None:
+    for name in names:
+        assert np.array_equal(np.asarray(Image.open(a / name)), np.asarray(Image.open(b / name))), name
+
+
+def test_runner_checkpoint_runs_without_its_config(images, runner_checkpoint, tmp_path):
+    run_tool('infer.py', SEG, runner_checkpoint, images, '--out-dir', tmp_path / 'with')
+    run_tool('infer.py', runner_checkpoint, images, '--out-dir', tmp_path / 'without')
+    _same_outputs(tmp_path / 'with', tmp_path / 'without', [f'img{i}_{k}.png' for i in range(3)
+                                                            for k in ('seg', 'overlay')])
+
+
+def test_exported_hybrid_with_head_carries_its_config(images, runner_checkpoint, tmp_path):
+    from mmengine.config import Config
+
+    from jetvit_mm.mm.checkpoint import load_local_checkpoint
+    from jetvit_mm.mm.config_text import literal_assignments
+    from jetvit_mm.mm.export import export_hybrid
+    from jetvit_mm.mm.search_runner import backbone_args
+    from jetvit_mm.models.supernet import JetViTSupernet
+
+    cfg = Config.fromfile(SEG)
+    torch.manual_seed(3)
+    supernet = JetViTSupernet(search_space=['LW', 'LW', 'LW', 'F'], **backbone_args(cfg))
+    paths = export_hybrid(supernet, 'LWLF', tmp_path / 'export', str(runner_checkpoint), downstream_cfg=cfg)
+    saved = literal_assignments(load_local_checkpoint(str(paths['with_head']))['meta']['cfg'])
+    assert saved['model']['backbone']['arch'] == 'LWLF' and saved['model']['backbone']['checkpoint'] is None
+    run_tool('infer.py', SEG, paths['with_head'], images, '--out-dir', tmp_path / 'with')
+    run_tool('infer.py', paths['with_head'], images, '--out-dir', tmp_path / 'without')
+    _same_outputs(tmp_path / 'with', tmp_path / 'without', [f'img{i}_seg.png' for i in range(3)])
+
+
+def test_config_text_with_code_is_never_run(images, runner_checkpoint, tmp_path):
+    """Code in a checkpoint's config text never runs: around a literal model it is left out (the model runs), as
+    the model's value the checkpoint counts as holding no config."""
+    marker = tmp_path / 'payload_ran'
+    raw = torch.load(runner_checkpoint, map_location='cpu', weights_only=False)  # our own file, written above
+    payload = f"import os\nos.system('touch {marker}')\n"
+    raw['meta']['cfg'] = payload + raw['meta']['cfg'] + f"x = __import__('os').system('touch {marker}')\n"
+    torch.save(raw, tmp_path / 'around.pth')
+    run_tool('infer.py', tmp_path / 'around.pth', images / 'img0.png', '--out-dir', tmp_path / 'o1')
+    assert (tmp_path / 'o1' / 'img0_seg.png').is_file()
+    raw['meta']['cfg'] = payload + f"model = __import__('os').system('touch {marker}')\n"
+    torch.save(raw, tmp_path / 'as_model.pth')
+    proc = run_tool('infer.py', tmp_path / 'as_model.pth', images / 'img0.png', '--out-dir', tmp_path / 'o2',
+                    check=False)
+    assert proc.returncode != 0 and 'without a literal `model = dict(...)`' in proc.stderr, proc.stderr[-2000:]
+    assert 'CONFIG CHECKPOINT IMAGES' in proc.stderr
+    assert not marker.exists(), 'the config text\'s code ran'
+
+
+def test_compare_and_config_less_bad_inputs_are_named(images, checkpoints, tmp_path):
+    from jetvit_mm.models import JetViT
+
+    wrong = tmp_path / 'wrong_teacher.pth'
+    other = JetViT(model_name='dinov3_vits16', arch='FF', embed_dim=32, depth=2, num_heads=2, window_size=4)
+    torch.save({'state_dict': {f'backbone.{k}': v for k, v in other.state_dict().items()}}, wrong)
+    proc = run_tool('infer.py', SEG, checkpoints['seg_hybrid'], images / 'img0.png', '--out-dir', tmp_path / 'o1',
+                    '--compare', wrong, check=False)
+    assert proc.returncode != 0 and 'wrong_teacher.pth does not fit the model of' in proc.stderr, proc.stderr[-2000:]
+    proc = run_tool('infer.py', checkpoints['seg_hybrid'], images / 'img0.png', '--out-dir', tmp_path / 'o2',
+                    check=False)
+    assert proc.returncode != 0 and 'seg_hybrid.pth holds no config text' in proc.stderr, proc.stderr[-2000:]
+    assert 'tools/infer.py CONFIG CHECKPOINT IMAGES' in proc.stderr

@@ -11,7 +11,7 @@ from .conftest import REPO
 
 PACKAGE = REPO / 'jetvit_mm'
 OPENMMLAB = ('mmengine', 'mmcv', 'mmseg', 'mmdet')
-PURE = ('models', 'search', 'distill', 'benchmark', 'depth', 'deploy')
+PURE = ('models', 'search', 'distill', 'benchmark', 'depth', 'deploy', 'visual')
 
 BLOCKED_RUN = r'''
 import importlib.abc, os, pickle, sys, warnings

@@ -129,7 +129,7 @@ def main(argv=None) -> dict:
     summary = outcome.summary
     if args.export:
         paths = export_hybrid(supernet, outcome.result.best_arch, work_dir, args.head_checkpoint,
-                              args.distill_config)
+                              args.distill_config, downstream_cfg=cfg)
         summary['export'] = {k: str(v) for k, v in paths.items()}
         write_json_atomic(work_dir / 'search.json', summary)
         for kind, path in paths.items():

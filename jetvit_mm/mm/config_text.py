@@ -111,6 +111,12 @@ def literal_config_text(text: str) -> str:
         values['custom_imports'] = dict(imports, imports=kept)
     elif 'custom_imports' in values:
         del values['custom_imports']
+    return literal_text(values)
+
+
+def literal_text(values: Dict[str, Any]) -> str:
+    """Config text assigning ``values`` (``{name: literal}``) and nothing else: what :func:`literal_assignments`
+    reads back; TypeError when a value is not a config literal (a class, a function)."""
     return ''.join(f'{name} = {_python(value)}\n' for name, value in values.items())
 
 

@@ -9,17 +9,20 @@ from jetvit_mm.models.checkpoints.integrity import atomic_write, save_checkpoint
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
+from .saved_config import export_config_text
 from .search_runner import build_downstream_model, load_downstream_heads, load_supernet
 
 
 def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_checkpoint: Optional[str] = None,
-                  distill_config: Optional[str] = None) -> Dict[str, Path]:
+                  distill_config: Optional[str] = None, downstream_cfg: Optional[Config] = None) -> Dict[str, Path]:
     """Write the ``arch`` subnet of ``supernet`` to ``out_dir``; returns the written paths.
 
     - ``hybrid_<arch>.pth``: JetViT weights (``{'state_dict', 'meta'}``), loaded strictly by
       ``JetViT(arch=<arch>, checkpoint=...)`` with the supernet's other arguments.
     - ``hybrid_<arch>_with_head.pth`` (with ``head_checkpoint``): the downstream model of the head checkpoint with
-      its backbone replaced: ``tools/test.py CONFIG this.pth --cfg-options model.backbone.arch=<arch>``.
+      its backbone replaced: ``tools/test.py CONFIG this.pth --cfg-options model.backbone.arch=<arch>``. With
+      ``downstream_cfg`` (the config of that model) its meta holds that config, backbone set to the hybrid,
+      literal-only (``meta['cfg']``), so ``tools/infer.py this.pth IMAGES`` needs no config.
     - ``finetune_<arch>.py`` (with ``distill_config``): distillation of the fixed hybrid from the teacher.
     """
     build_args = {k: _plain(v) for k, v in supernet.build_args.items() if v is not None}
@@ -27,10 +30,13 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
         check_distill_teacher(Path(distill_config), build_args['model_name'])
     state = supernet.subnet_state_dict(arch)  # checks the arch; holds the subnet's spec
     spec = ArchSpec.from_tensor(state[SPEC_KEY]).to_dict()
-    full = None
+    full, head_meta, cfg_text = None, {}, None
     if head_checkpoint is not None:  # read every input before anything is written
         full = load_local_checkpoint(head_checkpoint, map_location='cpu')
+        head_meta = full.get('meta') if isinstance(full.get('meta'), dict) else {}
         full = full.get('state_dict', full)
+        if downstream_cfg is not None:
+            cfg_text = export_config_text(downstream_cfg, arch, build_args)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {'backbone': out_dir / f'hybrid_{arch}.pth'}
@@ -40,8 +46,12 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
         merged = {k: v for k, v in full.items() if not k.startswith('backbone.')}
         merged.update({f'backbone.{k}': v for k, v in state.items()})
         paths['with_head'] = out_dir / f'hybrid_{arch}_with_head.pth'
-        save_checkpoint(dict(state_dict=merged, meta={SPEC_META_KEY: {'backbone': spec}, 'build_args': build_args}),
-                        paths['with_head'])
+        meta = {SPEC_META_KEY: {'backbone': spec}, 'build_args': build_args}
+        if cfg_text is not None:
+            meta['cfg'] = cfg_text
+        if head_meta.get('dataset_meta'):  # the classes and palette the head was trained with
+            meta['dataset_meta'] = head_meta['dataset_meta']
+        save_checkpoint(dict(state_dict=merged, meta=meta), paths['with_head'])
     if distill_config is not None:
         paths['finetune_config'] = out_dir / f'finetune_{arch}.py'
         text = finetune_config(arch, Path(distill_config).resolve(), paths['backbone'], build_args)
@@ -66,7 +76,7 @@ def export_from_checkpoint(cfg: Config, checkpoint: str, arch: str, out_dir: Pat
     supernet, _ = load_supernet(checkpoint, cfg)
     if head_checkpoint is not None:
         load_downstream_heads(build_downstream_model(cfg), head_checkpoint, Path(cfg.filename).name)
-    return export_hybrid(supernet, arch, out_dir, head_checkpoint, distill_config)
+    return export_hybrid(supernet, arch, out_dir, head_checkpoint, distill_config, downstream_cfg=cfg)
 
 
 def check_distill_teacher(distill_config: Path, model_name: str) -> None:

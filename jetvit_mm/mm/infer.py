@@ -3,15 +3,20 @@
 Segmentation writes a palette PNG of the classes and an overlay on the image; depth writes a colour-mapped PNG of
 the disparity, its raw values as ``.npy`` and a 16-bit PNG (the disparity scaled to 0..65535 per image; the scale
 is in the ``.npy``'s values). Models run through mmseg's ``init_model`` / ``inference_model`` (any image size: the
-configs pad test images to the patch grid), in batches.
+configs pad test images to the patch grid), in batches. The config may be left out when the checkpoint carries
+one (:func:`~jetvit_mm.mm.saved_config.config_of_checkpoint`). ``--compare`` and ``--pca`` are
+:mod:`jetvit_mm.mm.infer_compare`.
 """
+import copy
 import glob
 import os.path as osp
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import cv2
 import numpy as np
+
+from jetvit_mm.visual import colour_map
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.tif', '.tiff', '.webp')
 ANNOTATION_LOADERS = ('LoadAnnotations', 'LoadDepthAnnotation', 'LoadZeroShotDepth')
@@ -45,18 +50,31 @@ def read_image(path: Path) -> np.ndarray:
     return image
 
 
-def load_model(config: str, checkpoint: Optional[str], device: str = 'cpu'):
-    """mmseg's ``init_model`` with the checkpoint checked to fit the config's model first (a clear error naming the
-    missing or mis-shaped keys or the other arch, instead of mmengine's warning), and a test pipeline without the
-    annotation loaders."""
+def resolve_config(config: Optional[Union[str, Path]], checkpoint: Optional[str]):
+    """``config`` (a file), or with none the config ``checkpoint`` carries (read literal-only, never run)."""
+    if config is not None:
+        return str(config)
+    if checkpoint is None:
+        raise ValueError('without a config, a checkpoint that carries one is needed: tools/infer.py CHECKPOINT '
+                         'IMAGES... or tools/infer.py CONFIG CHECKPOINT IMAGES...')
+    from .saved_config import config_of_checkpoint
+
+    return config_of_checkpoint(checkpoint)
+
+
+def load_model(config, checkpoint: Optional[str], device: str = 'cpu'):
+    """mmseg's ``init_model`` (``config``: a file or a :class:`~mmengine.config.Config`) with the checkpoint checked
+    to fit the config's model first (a clear error naming the missing or mis-shaped keys or the other arch, instead
+    of mmengine's warning), and a test pipeline without the annotation loaders."""
     from mmengine.runner import load_checkpoint
     from mmseg.apis import init_model
 
     from .checkpoint import check_checkpoint_fits
 
-    model = init_model(config, None, device=device)
+    model = init_model(config if isinstance(config, (str, Path)) else copy.deepcopy(config), None, device=device)
+    name = config if isinstance(config, (str, Path)) else config.filename
     if checkpoint is not None:
-        check_checkpoint_fits(model, checkpoint, config)
+        check_checkpoint_fits(model, checkpoint, str(name))
         loaded = load_checkpoint(model, checkpoint, map_location='cpu', strict=False)
         meta = loaded.get('meta', {}) if isinstance(loaded, dict) else {}
         if meta.get('dataset_meta'):
@@ -84,15 +102,6 @@ def predict(model, images: List[np.ndarray], batch: int) -> list:
             for i, sample in zip(chunk, result if isinstance(result, list) else [result]):
                 out[i] = sample
     return out
-
-
-def colour_map(values: np.ndarray, cmap: str = 'Spectral_r') -> np.ndarray:
-    """``values`` (H x W) min-max scaled through a matplotlib colour map: RGB uint8."""
-    from matplotlib import colormaps
-
-    lo, hi = float(values.min()), float(values.max())
-    scaled = (values - lo) / (hi - lo) if hi > lo else np.zeros_like(values)
-    return (colormaps[cmap](scaled)[..., :3] * 255).astype(np.uint8)
 
 
 def write_depth(sample, image: np.ndarray, stem: Path) -> Dict[str, Path]:
@@ -123,14 +132,27 @@ def write_segmentation(sample, image: np.ndarray, stem: Path, palette: Sequence[
     return paths
 
 
-def run_inference(config: str, checkpoint: Optional[str], inputs: Sequence[str], out_dir: Path, batch: int = 4,
-                  device: str = 'cpu', progress: bool = True) -> List[Dict[str, Path]]:
-    """Predict every image of ``inputs`` and write the results into ``out_dir``; returns the written paths."""
+def palette_of(model) -> List[List[int]]:
+    """The class colours of ``model``'s dataset (its checkpoint's ``dataset_meta``), else fixed random ones."""
+    return (getattr(model, 'dataset_meta', None) or {}).get('palette') or _default_palette()
+
+
+def write_prediction(sample, image: np.ndarray, stem: Path, palette: Sequence[Sequence[int]]) -> Dict[str, Path]:
+    """The files of one prediction: :func:`write_depth` or :func:`write_segmentation`."""
+    if 'pred_depth_map' in sample:
+        return write_depth(sample, image, stem)
+    return write_segmentation(sample, image, stem, palette)
+
+
+def run_inference(config: Optional[str], checkpoint: Optional[str], inputs: Sequence[str], out_dir: Path,
+                  batch: int = 4, device: str = 'cpu', progress: bool = True) -> List[Dict[str, Path]]:
+    """Predict every image of ``inputs`` and write the results into ``out_dir``; returns the written paths.
+    ``config`` None: the config ``checkpoint`` carries."""
     from tqdm import tqdm
 
     paths = collect_images(inputs)
-    model = load_model(config, checkpoint, device)
-    palette = (getattr(model, 'dataset_meta', None) or {}).get('palette') or _default_palette()
+    model = load_model(resolve_config(config, checkpoint), checkpoint, device)
+    palette = palette_of(model)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -139,11 +161,7 @@ def run_inference(config: str, checkpoint: Optional[str], inputs: Sequence[str],
         chunk = paths[start:start + batch]
         images = [read_image(p) for p in chunk]
         for path, image, sample in zip(chunk, images, predict(model, images, batch)):
-            stem = out_dir / path.stem
-            if 'pred_depth_map' in sample:
-                written.append(write_depth(sample, image, stem))
-            else:
-                written.append(write_segmentation(sample, image, stem, palette))
+            written.append(write_prediction(sample, image, out_dir / path.stem, palette))
         bar.update(len(chunk))
     bar.close()
     return written

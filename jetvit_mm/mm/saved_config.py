@@ -1,0 +1,64 @@
+"""The downstream config a checkpoint carries, so that a checkpoint alone is enough to run it.
+
+mmengine's runner saves the run's config text in ``meta['cfg']``; ``tools/export_hybrid.py`` writes the downstream
+config (its backbone set to the exported arch) there too. It is read literal-only (:mod:`jetvit_mm.mm.config_text`):
+the top-level literal assignments become a :class:`~mmengine.config.Config`, and nothing of the text ever runs.
+"""
+import copy
+import warnings
+from typing import Any, Dict, Optional
+
+from mmengine.config import Config
+
+from .checkpoint import load_local_checkpoint
+from .config_text import literal_assignments, literal_text
+
+__all__ = ['config_of_checkpoint', 'export_config_text', 'without_backbone_checkpoint']
+
+
+def config_of_checkpoint(filename: str) -> Config:
+    """The config saved in ``filename``'s ``meta['cfg']``, read without running it; ValueError naming the
+    ``CONFIG CHECKPOINT`` form when the checkpoint holds none (or none with a literal ``model``)."""
+    raw = load_local_checkpoint(filename, map_location='cpu', mmap=True)
+    meta = raw.get('meta') if isinstance(raw, dict) else None
+    text = meta.get('cfg') if isinstance(meta, dict) else None
+    values = literal_assignments(text) if isinstance(text, str) else {}
+    if not isinstance(values.get('model'), dict):
+        found = 'no config text (meta["cfg"])' if not isinstance(text, str) else \
+            'config text (meta["cfg"]) without a literal `model = dict(...)`'
+        raise ValueError(f'{filename} holds {found}, so it cannot be run on its own: give its config too, '
+                         f'tools/infer.py CONFIG CHECKPOINT IMAGES... (checkpoints of tools/train.py and the '
+                         f'_with_head.pth of tools/export_hybrid.py carry their config)')
+    values.pop('_base_', None)
+    return without_backbone_checkpoint(Config(values, cfg_text=literal_text(values), filename=str(filename)))
+
+
+def without_backbone_checkpoint(cfg: Config) -> Config:
+    """A copy of ``cfg`` whose backbone loads no weights file of its own (``model.backbone.checkpoint=None``):
+    the model's weights come from the checkpoint it is run with, and the saved path may not exist here."""
+    cfg = copy.deepcopy(cfg)
+    backbone = cfg.model.get('backbone')
+    if isinstance(backbone, dict) and backbone.get('checkpoint') is not None:
+        backbone['checkpoint'] = None
+    return cfg
+
+
+def export_config_text(cfg: Config, arch: str, build_args: Dict[str, Any]) -> Optional[str]:
+    """The literal text of downstream config ``cfg`` with its backbone the exported JetViT (``arch``, built with
+    the supernet's ``build_args``, no weights file of its own), for ``meta['cfg']`` of an exported checkpoint; None
+    (with a warning) when ``cfg`` holds values that are not literals, or no ``model.backbone``."""
+    values = cfg.to_dict()
+    backbone = (values.get('model') or {}).get('backbone')
+    if not isinstance(backbone, dict):
+        warnings.warn(f'{cfg.filename} has no model.backbone: the exported checkpoint holds no config', stacklevel=2)
+        return None
+    for key in ('search_space', 'step1_arch'):  # a supernet backbone's: the export is one arch
+        backbone.pop(key, None)
+    backbone.update(build_args, type='JetViT', arch=arch, checkpoint=None)
+    values.pop('_base_', None)
+    try:
+        return literal_text(values)
+    except TypeError as error:
+        warnings.warn(f'{cfg.filename} holds a value that is not a config literal ({error}): the exported checkpoint '
+                      f'holds no config; run it with its config (tools/infer.py CONFIG CHECKPOINT ...)', stacklevel=2)
+        return None
