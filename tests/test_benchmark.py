@@ -90,6 +90,12 @@ def test_model_targets_for_what_was_measured():
         'saving)': True,  # -2 %
     }
     assert model_targets(rows[:2]) == []  # nothing at 1024x2048: no verdicts
+    fast = {t['target']: t['met'] for t in model_targets(rows, ('cpu', 'bf16', True))}
+    assert {k: v for k, v in fast.items() if k not in verdicts} == {
+        '2F >= 2.8x faster than the teacher at 1024x2048 (cpu bf16, compiled)': False,
+        'all-L >= 4.5x faster than the teacher at 1024x2048 (cpu bf16, compiled)': False,
+    }
+    assert len(model_targets(rows, ('cpu', 'fp16', False))) == len(verdicts)  # a mode without fast-path targets
 
 
 def test_arch_shortcuts():

@@ -11,7 +11,9 @@ from typing import Sequence
 import pytest
 import torch
 import torch._dynamo
+import torch._inductor.config
 from torch import nn
+from torch._dynamo.utils import counters
 
 import jetvit_mm.mm  # noqa: F401  (registers LinearProbeHead's loss for mmseg)
 from jetvit_mm.mm.seg_heads import LinearProbeHead
@@ -52,8 +54,8 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def compiled_equals_eager(model: nn.Module, x: torch.Tensor) -> None:
-    with torch.inference_mode():
+def compiled_equals_eager(model: nn.Module, x: torch.Tensor, freezing: bool = False) -> None:
+    with torch.inference_mode(), torch._inductor.config.patch(freezing=freezing):
         eager = model(x)
         out = torch.compile(model, fullgraph=True)(x)
     outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -74,3 +76,13 @@ def test_depth_model_compiles_in_one_graph_with_flex_window_attention(fresh_dyna
                                 out_indices=(0, 1, 2, 3), features=16, out_channels=(8, 16, 32, 32), window_size=2,
                                 window_kernel='flex', linear_cfg=dict(conv='static', focusing=3.0))
     compiled_equals_eager(randomize_(model), torch.randn(1, 3, 70, 84))
+
+
+def test_compiled_with_freezing_equals_eager(fresh_dynamo):
+    """Inductor's freezing (weights folded as constants, CPU Linears prepacked with their bias and GELU fused: the
+    setting tools/benchmark.py --freeze and docs/deploy.md use for CPU inference) computes what eager does."""
+    backbone = JetViT('dinov3_vits16', arch='LWFL', embed_dim=32, depth=4, num_heads=2, window_size=2,
+                      linear_cfg=dict(conv='squeeze'))
+    counters.clear()
+    compiled_equals_eager(randomize_(SegmentationAndDetection(backbone)), torch.randn(1, 3, 80, 96), freezing=True)
+    assert counters['inductor']['mkldnn_linear_weight_pack_matcher_count'] > 0  # freezing did run its CPU passes

@@ -297,6 +297,23 @@ def test_fast_window_attention_bf16_within_bf16_rounding(fresh_dynamo, kernel):
                                 ref)
 
 
+
+def test_window_attention_operator_passes_torch_opcheck():
+    """The custom operator both W attentions run in under torch.compile: its fake kernel (shapes, strides) and its
+    registration agree with the real one (torch.library.opcheck), on window-major buffers as the W path builds."""
+    from jetvit_mm.models.mixers.kernels.window_compiled import window_and_prefix_attention
+
+    g = torch.Generator().manual_seed(0)
+    B, H, windows, S, keys, C, P = 2, 2, 3, 4, 16, 8, 5
+    q_win, q_prefix = torch.randn(B, H, windows, S, C, generator=g), torch.randn(B, H, P, C, generator=g)
+    k_win, v_win = (torch.randn(B, H, windows, keys, C, generator=g) for _ in range(2))
+    mask = torch.zeros(1, 1, 1, keys, dtype=torch.bool)
+    mask[..., :P + S] = True
+    prefix_mask = mask.expand(1, 1, windows, keys).clone()
+    prefix_mask[:, :, 1:, :P] = False
+    torch.library.opcheck(window_and_prefix_attention, (q_win, k_win, v_win, mask, q_prefix,
+                                                        prefix_mask.reshape(1, 1, 1, windows * keys)))
+
 # ----------------------------------------------------------------------------- the switch
 
 def test_unknown_kernel_names_are_rejected_with_the_valid_ones():

@@ -345,8 +345,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--repeat', type=count(1), default=5)
     models.add_argument('--compile', action='store_true', help='time torch.compile(model) (memory probe: eager)')
     models.add_argument('--freeze', action='store_true',
-                        help='with --compile: inductor freezing for every model (weights as constants, CPU Linears '
-                             'prepacked for oneDNN; torch.compile(options={"freezing": True}))')
+                        help='with --compile: inductor freezing for every model (torch._inductor.config.freezing: '
+                             'weights as constants, CPU Linears prepacked for oneDNN with their bias and GELU fused)')
     models.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
     models.add_argument('--linear-cfg', type=key_value, action='append', default=None, metavar='KEY=VALUE',
                         help='an L-mixer option for every arch, e.g. precision=mixed, conv=static, kernel_size=5')

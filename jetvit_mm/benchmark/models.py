@@ -130,8 +130,11 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
           f'{", ".join(f"{h}x{w}" for h, w in sizes)}; batch {batch}, {dtype} on {device}, '
           f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}'
           f'{", CUDA graphs" if cuda_graph else ""}{malloc_note(malloc_kept, dev)}', flush=True)
-    options = {'freezing': True} if freeze else None
-    runners = {label: (torch.compile(m, options=options) if compile_model else m) for label, m in models.items()}
+    if freeze:  # the benchmark process's inductor setting (torch.compile(options={'freezing': True}) is not
+        import torch._inductor.config as inductor_config  # applied by the freezing pass in torch 2.14)
+
+        inductor_config.freezing = True
+    runners = {label: (torch.compile(m) if compile_model else m) for label, m in models.items()}
     probe = CpuContention(enabled=dev.type == 'cpu')  # on CUDA it would read /proc inside the event window
 
     # every (size, arch) pair in one round-robin: the growth from one size to the next is then measured side by
@@ -204,7 +207,7 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     profiles = profile_entries(entries, models, max(sizes, key=lambda size: size[0] * size[1]), dev, torch_dtype) \
         if profile else {}
     load_end = os.getloadavg()
-    targets = model_targets(rows)
+    targets = model_targets(rows, (dev.type, dtype, compile_model or cuda_graph))
     print_models_table(rows, targets, profiles)
     print(f'\nload average: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end', flush=True)
     return {

@@ -2,7 +2,7 @@
 
 Each check returns ``{'target': text, 'value': measured text, 'met': bool}``; verdicts are on medians.
 """
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 # mixers: the L mixer's cost against full attention, the squeeze conv's cost in a block, the token-wise conv's excess
 L_SQUEEZE_OVER_F = 1 / 20
@@ -13,6 +13,13 @@ FAST_L_OVER_F, FAST_W_OVER_F = 0.2, 0.25
 FAST_KERNEL_NAMES = ('auto', 'compile', 'flex', 'triton')
 # whole models at 1024x2048 against the all-F teacher, and the latency growth for 4x the tokens
 MODEL_SPEEDUPS = (('2F', 1.9), ('all-L', 2.5))
+# issue 20's whole-model targets for the fast paths, per (device, dtype, compiled or graphed) at 1024x2048
+FAST_MODEL_SPEEDUPS = {
+    ('cpu', 'bf16', False): (('2F', 2.4), ('all-L', 3.5)),
+    ('cpu', 'bf16', True): (('2F', 2.8), ('all-L', 4.5)),
+    ('cpu', 'fp32', False): (('2F', 2.15), ('all-L', 2.9)),
+    ('cuda', 'bf16', True): (('2F', 2.0), ('all-L', 2.8)),
+}
 SMALL, LARGE = '512x1024', '1024x2048'
 ALL_L_MAX_GROWTH = 4.5
 TEACHER_MIN_GROWTH = 4.0
@@ -65,13 +72,16 @@ def _quiet_note(value: Optional[float]) -> str:
     return f', x{value:.2f} (median of quiet samples)' if value else ''
 
 
-def model_targets(rows: List[Row]) -> List[Dict[str, object]]:
-    """The whole-model targets on ``tools/benchmark.py models`` rows, for those whose entries were measured."""
+def model_targets(rows: List[Row], mode: Optional[Tuple[str, str, bool]] = None) -> List[Dict[str, object]]:
+    """The whole-model targets on ``tools/benchmark.py models`` rows, for those whose entries were measured;
+    ``mode`` (device, dtype, compiled or CUDA-graphed) adds the fast paths' targets of that mode."""
     targets = []
-    for label, goal in MODEL_SPEEDUPS:
+    fast = [(label, goal, f' ({mode[0]} {mode[1]}{", compiled" if mode[2] else ""})')
+            for label, goal in FAST_MODEL_SPEEDUPS.get(mode, ())] if mode else []
+    for label, goal, note in [(label, goal, '') for label, goal in MODEL_SPEEDUPS] + fast:
         r = _row(rows, LARGE, label)
         if r and r['speedup']:
-            targets.append({'target': f'{label} >= {goal}x faster than the teacher at {LARGE}',
+            targets.append({'target': f'{label} >= {goal}x faster than the teacher at {LARGE}{note}',
                             'value': f'x{r["speedup"]:.2f} (median), x{r["speedup_min"]:.2f} (min)'
                                      + _quiet_note(r.get('speedup_quiet')),
                             'met': r['speedup'] >= goal})

@@ -56,11 +56,6 @@ def _pairs(x: torch.Tensor, rotate_half: bool) -> Tuple[torch.Tensor, torch.Tens
     return x[..., 0::2], x[..., 1::2]
 
 
-def pair_slots(out: torch.Tensor, rotate_half: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The views of ``out`` that :func:`_pairs` members are written into (for an in-place :func:`join_pairs`)."""
-    return _pairs(out, rotate_half)
-
-
 def rotated_pairs(x: torch.Tensor, table: torch.Tensor, rotate_half: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     """RoPE with a :func:`rotation_table`, per pair member: ``(y1, y2)`` with ``y = x * cos + partners(x) * sin'``.
     Each member is computed from contiguous loads of ``x`` (a shuffled copy, or a roll, of ``x`` would be a
