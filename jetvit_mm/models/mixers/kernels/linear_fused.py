@@ -4,7 +4,9 @@ Same semantics as :meth:`LinearAttention.linear_attention` plus the conv term: p
 ``den_i = phi(q_i) . sum_j phi(k_j)`` with un-rotated features, ``num_i = R_i phi(q_i) . sum_j R_j phi(k_j) v_j^T``
 (RoPE in the numerator only), ``out = num / (den + eps)``, plus ``conv`` on the patch tokens. Elementwise work and
 every sum are fp32; the two matmuls take bf16 operands for bf16 inputs (fp32 accumulation) and fp32 operands
-otherwise (fp16 inputs keep an fp32 core: ``phi(q) z`` can exceed fp16's range).
+otherwise (fp16 inputs keep an fp32 core: ``phi(q) z`` can exceed fp16's range). The division is applied to the
+query rows before the second matmul (``(R_i phi(q_i) / (den_i + eps)) S``: the same value, one rounding earlier
+in bf16), so that nothing but the matmul's output and the conv term is read after it.
 """
 import weakref
 from typing import Dict, Optional, Tuple
