@@ -52,8 +52,7 @@ def window_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int,
 def prefix_key_mask(windows: int, keys: int, window_keys: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
     """Boolean mask ``[1, 1, 1, windows * keys]`` over the window-major keys for the prefix queries: every real key
     once (the prefix slots of window 0 only, every window's real patches, no padding)."""
-    valid = window_keys.reshape(-1, keys).expand(windows, keys).clone() if window_keys.shape[0] == 1 else \
-        window_keys.reshape(windows, keys).clone()
+    valid = window_keys.reshape(-1, keys).expand(windows, keys).clone()  # one row per window
     valid[1:, :num_prefix_tokens] = False
     return valid.reshape(1, 1, 1, windows * keys)
 
