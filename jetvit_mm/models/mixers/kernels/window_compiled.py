@@ -23,17 +23,16 @@ from .linear_fused import rotate
 KEY_MULTIPLE = 16
 
 
-def padded_key_mask(batch: int, grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
-                    keys: int, device: torch.device) -> torch.Tensor:
-    """Boolean key mask ``[B * windows or 1, 1, 1, keys]``: prefix and real patches True, padding False."""
+def padded_key_mask(grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int, keys: int,
+                    device: torch.device) -> torch.Tensor:
+    """Boolean key mask ``[windows or 1, 1, 1, keys]`` (one row when no window has grid padding): prefix and real
+    patches True, padding False."""
     (h, w), (wh, ww) = grid_size, window
     valid = torch.ones(1, 1, h * w, 1, dtype=torch.bool, device=device)
     valid = window_partition(valid, grid_size, window)[:, 0, :, 0]  # [windows, wh * ww], grid padding False
     valid = torch.cat([valid.new_ones(valid.shape[0], num_prefix_tokens), valid], dim=1)
     valid = F.pad(valid, (0, keys - valid.shape[1]), value=False)
-    if h % wh == 0 and w % ww == 0:
-        return valid[:1, None, None, :]
-    return valid.repeat(batch, 1)[:, None, None, :]
+    return valid[:1 if h % wh == 0 and w % ww == 0 else None, None, None, :]
 
 
 def window_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
@@ -115,7 +114,7 @@ def padded_window_attention(
         return torch.cat(parts, dim=3)
 
     k_win, v_win = keys_of(k, True), keys_of(v, False)
-    mask = padded_key_mask(1, grid_size, window, P, keys, qkv.device)  # [windows or 1, 1, 1, keys]
+    mask = padded_key_mask(grid_size, window, P, keys, qkv.device)  # [windows or 1, 1, 1, keys]
     if P == 0:
         out = F.scaled_dot_product_attention(q_win.flatten(0, 1), k_win.flatten(0, 1), v_win.flatten(0, 1),
                                              attn_mask=mask.reshape(1, -1, 1, keys))  # [B * heads, windows, S, C]
