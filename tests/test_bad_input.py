@@ -295,3 +295,22 @@ def test_search_reads_a_given_latency_table_before_any_work(files):
         load_tool('search').main([files['cfg'], files['ckpt'], '--metric', 'distill_loss', '--latency-table',
                                   str(table), '--work-dir', str(work)])
     assert not work.exists()
+
+
+# ============================================================ issue 29 (search): tools/search.py on an empty val set
+def test_search_refuses_an_empty_val_set_naming_it_before_any_work(files):
+    """mmengine would fail on 'need at least one array to concatenate', naming nothing; the search refuses the val
+    set with its dataset, data root and where it looked, before any checkpoint is scored or a state file written."""
+    from jetvit_mm.mm.data_checks import DataInputError
+    root = files['tmp'] / 'empty_cityscapes'
+    (root / 'leftImg8bit' / 'val').mkdir(parents=True)
+    (root / 'gtFine' / 'val').mkdir(parents=True)
+    work = files['tmp'] / 'search'
+    for metric in ('mIoU', 'distill_loss'):
+        with pytest.raises(DataInputError, match=r'val_dataloader\.dataset, the val set every arch is scored on: the '
+                                                 r'dataset CityscapesDataset\(data_root=.*empty_cityscapes.*\) has no '
+                                                 r'samples: it looked in .*leftImg8bit/val'):
+            load_tool('search').main([files['cfg'], files['ckpt'], '--metric', metric, '--work-dir', str(work),
+                                      '--cfg-options', f'val_dataloader.dataset.data_root={root}'])
+        assert not work.exists()
+# ============================================================ end of issue 29 (search)

@@ -96,3 +96,93 @@ def test_a_stage_that_scored_nothing_does_not_block_the_next_run(tmp_path):
     state.write_text('{"version": 2}')
     with pytest.raises(ValueError, match='search_state.json is not a search state'):
         open_state(state, 1, dict(metric='mIoU'), resume=True)
+
+
+# ----------------------------------------------------------------------------- every input that changes a score
+def saved_search(path, identity) -> None:
+    """A step-1 search state that scored one arch with the inputs ``identity``."""
+    from jetvit_mm.search.state import write_json_atomic
+    opened = open_state(path, 1, identity, resume=False)
+    opened['stages']['1'] = dict(identity, scores={'LLLL': 1.0})
+    write_json_atomic(path, opened)
+
+
+def refused_naming(path, identity) -> str:
+    """What a resume with ``identity`` names as changed (it must be refused)."""
+    with pytest.raises(ValueError, match='Resuming would mix scores of different inputs') as error:
+        open_state(path, 1, identity, resume=True, names=IDENTITY_NAMES)
+    return str(error.value).split('changed: ')[1]
+
+
+@pytest.mark.parametrize('change, named', [
+    ({'model.test_cfg': dict(mode='slide', crop_size=(64, 64), stride=(32, 32))}, 'model.test_cfg'),
+    ({'model.data_preprocessor.size': None, 'model.data_preprocessor.size_divisor': 32}, 'model.data_preprocessor'),
+    ({'model.data_preprocessor.std': [1., 1., 1.]}, 'model.data_preprocessor'),
+    ({'model.decode_head.align_corners': True}, 'model.decode_head'),
+    ({'model.backbone.window_size': 2}, 'model.backbone'),
+], ids=['test_cfg', 'size_divisor', 'normalisation', 'head', 'backbone'])
+def test_resume_refuses_another_inference_protocol_naming_it(tiny_cityscapes, tmp_path, change, named):
+    """The model config's parts that change a score (whole -> slide inference, the data preprocessor, the head, the
+    backbone the supernet is built as) are part of a search's identity; the val set and the checkpoints are not
+    changed here, so only the changed part is named."""
+    state = tmp_path / 'search_state.json'
+    torch.save({'state_dict': {'student.w': torch.ones(2)}}, tmp_path / 'supernet.pth')
+    saved_search(state, search_identity(probe_config(tiny_cityscapes), 'mIoU', str(tmp_path / 'supernet.pth'), None))
+    cfg = probe_config(tiny_cityscapes)
+    cfg.merge_from_dict(change)
+    what = refused_naming(state, search_identity(cfg, 'mIoU', str(tmp_path / 'supernet.pth'), None))
+    assert named in what and ';' not in what, what  # only it
+
+
+def test_resume_refuses_another_metric_direction(tiny_cityscapes, tmp_path):
+    """The same metric name with the other direction (the metric class's declaration edited between two runs)
+    would rank the resumed scores the other way round."""
+    from mmengine.evaluator import BaseMetric
+
+    from jetvit_mm.mm.registry import METRICS
+
+    def declare(higher: bool) -> None:
+        class SearchIdentityToyMetric(BaseMetric):
+            higher_is_better = {'toy': higher}
+
+            def process(self, data_batch, data_samples):
+                pass
+
+            def compute_metrics(self, results):
+                return {'toy': 0.}
+
+        METRICS.register_module(module=SearchIdentityToyMetric, force=True)
+
+    state = tmp_path / 'search_state.json'
+    torch.save({'state_dict': {'student.w': torch.ones(2)}}, tmp_path / 'supernet.pth')
+    cfg = probe_config(tiny_cityscapes)
+    cfg.val_evaluator = dict(type='SearchIdentityToyMetric')
+    declare(True)
+    saved_search(state, search_identity(cfg, 'toy', str(tmp_path / 'supernet.pth'), None))
+    declare(False)
+    what = refused_naming(state, search_identity(cfg, 'toy', str(tmp_path / 'supernet.pth'), None))
+    assert "the metric's direction (higher_is_better" in what and 'saved True, now False' in what
+    assert ';' not in what, what
+
+
+def test_resume_of_a_distill_loss_search_follows_the_supernet_file_not_only_its_tensors(tiny_cityscapes, tmp_path):
+    """``--metric distill_loss`` scores with the objective the supernet checkpoint's saved config names: the same
+    tensors with another objective are another search; what only a head uses (test_cfg) is not part of it."""
+    state = tmp_path / 'search_state.json'
+    weights = {'student.w': torch.ones(2), 'teacher.w': torch.zeros(2)}
+
+    def supernet(loss: str) -> str:
+        path = tmp_path / f'supernet_{loss}.pth'
+        torch.save({'state_dict': weights, 'meta': {'cfg': f"model = dict(type='FeatureDistiller', loss='{loss}')"}},
+                   path)
+        return str(path)
+
+    cfg = probe_config(tiny_cityscapes)
+    saved_search(state, search_identity(cfg, 'distill_loss', supernet('mse'), None))
+    cfg.merge_from_dict({'model.test_cfg': dict(mode='slide', crop_size=(64, 64), stride=(32, 32))})
+    same = search_identity(cfg, 'distill_loss', supernet('mse'), None)
+    assert open_state(state, 1, same, resume=True, names=IDENTITY_NAMES)['stages']['1']['scores'] == {'LLLL': 1.0}
+    other = search_identity(cfg, 'distill_loss', supernet('cosine'), None)
+    assert other['supernet'] == same['supernet']  # the same tensors
+    what = refused_naming(state, other)
+    assert 'the distillation objective --metric distill_loss scores with' in what and ';' not in what

@@ -158,3 +158,54 @@ def test_loading_into_a_model_with_another_table_is_refused_naming_the_differenc
         JetViT(arch='PLWF', mixers=dict(FOUR, P=dict(type='PooledAttention', pool_size=3)),
                checkpoint=tmp_path / 'p.pth', **TINY)
     JetViT(arch='PLWF', mixers=FOUR, checkpoint=tmp_path / 'p.pth', **TINY)  # the same table loads
+
+
+# ----------------------------------------------------------------------------- per-kind gains (issue 29, item 3)
+# layer -> kind -> what moving that layer to that kind adds; the search's stages (beam 2, from LL, order LPW):
+# 1: PL 1.0, LP 0.9, WL 0.6, LW 0.3 -> PL; 2 (from PL, LP; WL and LW already scored): PP 1.9, WP 1.5, PW 1.3 -> PP;
+# 3 (from PP, WP): WW 0.9 -> plateau
+THREE_KINDS = ({'L': 0., 'P': 1.0, 'W': 0.6}, {'L': 0., 'P': 0.9, 'W': 0.3})
+
+
+class ThreeKinds:
+    def score_arch(self, arch):
+        return sum(THREE_KINDS[i][c] for i, c in enumerate(arch))
+
+    def teacher_score(self):
+        return 5.
+
+
+def three_kind_search(tmp_path, seed):
+    table = {'base': 1., 'F': 10., 'L': 2., 'P': 2.5, 'W': 3.}
+    settings = SearchSettings(stage=1, metric='toy', higher_is_better=True, beam_width=2, min_gain=0.,
+                              order='LPW', seed=seed)
+    work = tmp_path / f'seed{seed}'
+    state = open_state(work / 'state.json', 1, dict(metric='toy'), False)
+    outcome = run_stage(settings, ThreeKinds(), 'LL', state, work / 'state.json', dict(metric='toy'), table,
+                        (64, 64), out_dir=work, progress=None, search_space=('LPW',) * 2)
+    return outcome, json.loads((work / 'search.json').read_text())
+
+
+def test_per_kind_gains_in_search_json_hold_only_that_kind_and_reuse_earlier_stages(tmp_path):
+    outcome, summary = three_kind_search(tmp_path, seed=0)
+    assert summary['best']['1']['arch'] == 'PP'
+    assert [s.best_arch for s in outcome.result.stages] == ['LL', 'PL', 'PP', 'WW']
+    by_kind = summary['layer_gains_by_kind']['1']
+    assert set(by_kind) == {'P', 'W'}
+    approx = lambda rows: [[None if g is None else pytest.approx(g) for g in row] for row in rows]  # noqa: E731
+    # P: LL -> PL, LP; PL -> PP (layer 0 is P already); PP: no P move left
+    assert by_kind['P'] == approx([[1.0, 0.9], [None, 0.9], [None, None]])
+    # W: LL -> WL, LW; PL -> WL (scored in stage 1, not again in stage 2), PW; PP -> WP, PW (both scored in stage 2)
+    assert by_kind['W'] == approx([[0.6, 0.3], [-0.4, 0.3], [-0.4, -0.6]])
+    assert summary['layer_gains']['1'] == approx([[1.0, 0.9], [-0.4, 0.9], [-0.4, -0.6]])  # each layer's best move
+    # the heat map draws what search.json holds: the stage-1 W move shows in the stage-2 and stage-3 panels
+    assert {k: [[None if g != g else g for g in row] for row in rows]
+            for k, rows in outcome.gains_by_kind.items()} == by_kind
+
+
+def test_per_layer_gains_do_not_depend_on_the_seed(tmp_path):
+    """The candidates are scored in a shuffled order; the gains must not take whichever move came first."""
+    outcomes = [three_kind_search(tmp_path, seed)[1] for seed in range(6)]
+    assert all(o['best'] == outcomes[0]['best'] for o in outcomes)  # the same search: its scores have no ties
+    for key in ('layer_gains', 'layer_gains_by_kind'):
+        assert all(o[key] == outcomes[0][key] for o in outcomes), key

@@ -9,7 +9,9 @@
 CONFIG is the downstream evaluation config (e.g. configs/probe/dinov3_base_linear_cityscapes.py): its
 val_dataloader and val_evaluator score every arch, its backbone arguments must match the supernet's. The state
 (every scored arch) is rewritten atomically to D/search_state.json after each score; --resume continues a
-killed search without re-scoring anything.
+killed search without re-scoring anything, and is refused, naming it, when an input that changes a score differs
+(the checkpoints' tensors, the metric and its direction, the backbone, head, test_cfg and data preprocessor of the
+model config, the val data and evaluator).
 """
 import argparse
 from pathlib import Path

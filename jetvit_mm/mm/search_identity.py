@@ -1,5 +1,6 @@
 """What a search's state records of its inputs, by content, so that ``tools/search.py --resume`` refuses to mix the
-scores of two different supernets, heads or val sets, and accepts the same files under other paths."""
+scores of two different supernets, heads, evaluation protocols (inference mode, data preprocessor, metric and its
+direction) or val sets, and accepts the same files under other paths."""
 import copy
 from typing import Any, Dict, Optional
 
@@ -10,16 +11,25 @@ from jetvit_mm.models.checkpoints import tensor_digest
 from jetvit_mm.search.fingerprint import files_by_content, files_by_size, value_digest
 
 from .checkpoint import load_local_checkpoint
-from .registry import DATASETS
+from .data_checks import DataInputError, build_checked_dataset
+from .search_runner import backbone_args, check_metric, saved_distill_objective
 
-__all__ = ['IDENTITY_NAMES', 'search_identity', 'state_fingerprint', 'val_files_fingerprint',
+__all__ = ['IDENTITY_NAMES', 'model_fingerprints', 'search_identity', 'state_fingerprint', 'val_files_fingerprint',
            'val_protocol_fingerprint']
 
 # what each identity key is, for the message that names a changed input
 IDENTITY_NAMES = {
     'metric': 'the metric (--metric)',
+    'higher_is_better': 'the metric\'s direction (higher_is_better, as the evaluator declares it)',
+    'distill_objective': 'the distillation objective --metric distill_loss scores with (loss, loss_cfg and '
+                         'distill_indices of the supernet checkpoint\'s saved config)',
     'supernet': 'the supernet checkpoint\'s tensors',
     'head': 'the head checkpoint\'s tensors (--head-checkpoint)',
+    'backbone': 'the backbone the supernet is built as (model.backbone: window size, L options, mixers, ...)',
+    'head_config': 'the downstream model around the backbone (model type, model.decode_head / auxiliary_head / '
+                   'neck / ...)',
+    'test_cfg': 'the inference mode (model.test_cfg: whole or slide, crop size, stride)',
+    'data_preprocessor': 'the data preprocessor (model.data_preprocessor: normalisation, size divisor, padding)',
     'val_protocol': 'the evaluation protocol (val_dataloader / val_evaluator as resolved, annotation files by '
                     'content)',
     'val_files': 'the val set\'s file list (names under data_root and sizes)',
@@ -45,19 +55,55 @@ def val_protocol_fingerprint(cfg: Config) -> str:
 
 def val_files_fingerprint(cfg: Config) -> str:
     """The digest of the val dataset's samples as the dataset lists them, each file by its path under the data root
-    and its size (no file is read): another val set differs, the same one moved does not."""
+    and its size (no file is read): another val set differs, the same one moved does not. A val set with no samples
+    (or missing folders) is refused, naming the dataset, before any scoring."""
     dataset_cfg = copy.deepcopy(cfg.val_dataloader.dataset)
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmseg')):
-        dataset = DATASETS.build(dataset_cfg)
-    if hasattr(dataset, 'full_init'):
-        dataset.full_init()
+        try:
+            dataset = build_checked_dataset(dataset_cfg)
+        except DataInputError as error:
+            raise DataInputError(f'val_dataloader.dataset, the val set every arch is scored on: {error}') from None
     root = dataset_cfg.get('data_root') if isinstance(dataset_cfg, dict) else None
     infos = [dataset.get_data_info(i) for i in range(len(dataset))] if hasattr(dataset, 'get_data_info') \
         else [repr(dataset)]
     return value_digest(dict(count=len(infos), samples=files_by_size(infos, root)))
 
 
+# what the model config holds besides the head, and what never changes a score: the weights are the checkpoints'
+_NOT_HEAD = ('backbone', 'data_preprocessor', 'test_cfg', 'train_cfg', 'init_cfg', 'pretrained')
+
+
+def _without_init_cfg(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_init_cfg(v) for k, v in value.items() if k != 'init_cfg'}
+    if isinstance(value, (list, tuple)):
+        return [_without_init_cfg(v) for v in value]
+    return value
+
+
+def _config_digest(value: Any) -> str:
+    return value_digest(files_by_content(_without_init_cfg(Config(dict(value=copy.deepcopy(value))).to_dict())))
+
+
+def model_fingerprints(cfg: Config, metric: str) -> Dict[str, Optional[str]]:
+    """Digests of what ``cfg.model`` sets that changes a score: the backbone arguments the supernet is built with,
+    the head around it (every key but the backbone, the data preprocessor, ``test_cfg`` and the weights' ``init_cfg``:
+    those are ``--head-checkpoint``'s), ``test_cfg`` (whole or sliding-window inference) and the data preprocessor.
+    ``metric='distill_loss'`` runs no head: only the backbone and the data preprocessor count."""
+    model = cfg.model
+    uses_head = metric != 'distill_loss'
+    head = {k: v for k, v in model.items() if k not in _NOT_HEAD}
+    return dict(backbone=_config_digest(backbone_args(cfg)),
+                head_config=_config_digest(head) if uses_head else None,
+                test_cfg=_config_digest(model.get('test_cfg')) if uses_head else None,
+                data_preprocessor=_config_digest(model.get('data_preprocessor')))
+
+
 def search_identity(cfg: Config, metric: str, checkpoint: str, head_checkpoint: Optional[str]) -> Dict[str, Any]:
     """The inputs a search's scores depend on, by content (see :data:`IDENTITY_NAMES`)."""
-    return dict(metric=metric, supernet=state_fingerprint(checkpoint), head=state_fingerprint(head_checkpoint),
+    objective = saved_distill_objective(checkpoint) if metric == 'distill_loss' else None
+    return dict(metric=metric, higher_is_better=check_metric(metric, cfg.get('val_evaluator')),
+                distill_objective=None if objective is None else value_digest(objective),
+                supernet=state_fingerprint(checkpoint), head=state_fingerprint(head_checkpoint),
+                **model_fingerprints(cfg, metric),
                 val_protocol=val_protocol_fingerprint(cfg), val_files=val_files_fingerprint(cfg))

@@ -8,10 +8,8 @@ from typing import Callable, Dict, Optional, Tuple, Union
 
 import torch
 from mmengine.config import Config
-from mmengine.evaluator import Evaluator
 from mmengine.logging import MMLogger
 from mmengine.registry import DefaultScope
-from mmengine.runner import Runner
 from torch import nn
 
 from jetvit_mm.distill.losses import distill_loss
@@ -22,6 +20,7 @@ from jetvit_mm.models.mixers.table import MixerTable
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
+from .data_checks import build_checked_dataloader, build_checked_evaluator
 from .registry import METRICS, MODELS
 from .runner_checkpoint import saved_model_config, saved_spec
 
@@ -190,13 +189,13 @@ class ArchScorer:
         self.scope = cfg.get('default_scope', 'mmseg')
         self.model = build_downstream_model(cfg)
         with DefaultScope.overwrite_default_scope(self.scope):
-            self.loader = Runner.build_dataloader(cfg.val_dataloader)
+            self.loader = build_checked_dataloader(cfg.val_dataloader)  # an empty val set: refused, named
             self.evaluator = None
             if metric != 'distill_loss':
                 if head_checkpoint is None:
                     raise ValueError(f'metric {metric!r} needs --head-checkpoint: the teacher\'s trained head '
                                      f'(a tools/train.py checkpoint of {Path(cfg.filename).name} with the teacher)')
-                self.evaluator = Evaluator(cfg.val_evaluator)
+                self.evaluator = build_checked_evaluator(cfg.val_evaluator)
                 self.evaluator.dataset_meta = self.loader.dataset.metainfo
         if metric != 'distill_loss':
             load_downstream_heads(self.model, head_checkpoint, Path(cfg.filename).name)

@@ -1,6 +1,7 @@
 """Search outputs: the Pareto front (score vs predicted latency) and the per-layer gain heat map (Fig. 7)."""
+import math
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Union
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from .beam import Stage
 
@@ -15,18 +16,32 @@ def pareto_front(points: Dict[str, Sequence[float]]) -> List[str]:
     return front
 
 
-def layer_gains(stages: Sequence[Stage], scores: Dict[str, float], depth: int,
-                kind: Optional[str] = None) -> List[List[float]]:
-    """Per stage, the score gain of each one-layer move from the previous stage's best arch (NaN if not scored);
-    with ``kind``, of each move of a layer to that kind only (a heat-map panel per kind)."""
+def _moves_layer(parent: str, child: str, layer: int) -> bool:
+    """Whether ``child`` is ``parent`` with layer ``layer`` (and only it) changed."""
+    return (len(child) == len(parent) and child[layer] != parent[layer]
+            and child[:layer] == parent[:layer] and child[layer + 1:] == parent[layer + 1:])
+
+
+def layer_gains(stages: Sequence[Stage], scores: Dict[str, float], depth: int, kind: Optional[str] = None,
+                moves: Optional[Callable[[str], Iterable[str]]] = None) -> List[List[float]]:
+    """Per search stage, the score gain of each one-layer move from the previous stage's best arch (NaN where not
+    scored).
+
+    ``moves``: arch -> the moves the search makes from it (``step1_moves``, ``step2_moves``); each one in ``scores``
+    counts, whichever stage scored it (the search never scores an arch twice, so a move scored in an earlier stage
+    is not among the later stage's candidates). Default: the moves among each stage's candidates. With ``kind``,
+    only the moves of a layer to that kind (a heat-map panel per kind); without it, each layer's best move. Either
+    way the gains do not depend on the order the candidates were scored in (the search's seed)."""
     rows = []
     for previous, stage in zip(stages, stages[1:]):
         parent = previous.best_arch
+        children = sorted(set(moves(parent) if moves is not None else stage.candidates))
         row = []
         for i in range(depth):
-            child = next((a for a in stage.candidates if a[:i] == parent[:i] and a[i + 1:] == parent[i + 1:]
-                          and a[i] != parent[i] and (kind is None or a[i] == kind)), None)
-            row.append(scores[child] - scores[parent] if child in scores else float('nan'))
+            gains = [scores[child] - scores[parent] for child in children
+                     if child in scores and _moves_layer(parent, child, i) and (kind is None or child[i] == kind)]
+            finite = [g for g in gains if math.isfinite(g)]
+            row.append(max(finite) if finite else gains[0] if len(gains) == 1 else float('nan'))
         rows.append(row)
     return rows
 

@@ -7,10 +7,11 @@ search resumes without re-scoring anything; ``tools/search.py`` only wires a sup
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from .beam import SearchResult, search_step1, search_step2, step1_order, step1_start
+from .beam import SearchResult, search_step1, search_step2, step1_moves, step1_order, step1_start, step2_moves
 from .latency import predict_latency
 from .report import layer_gains, pareto_front, plot_gains, plot_pareto
 from .state import read_json, write_json_atomic
@@ -18,7 +19,9 @@ from .state import read_json, write_json_atomic
 __all__ = ['ArchScorer', 'SearchSettings', 'StageOutcome', 'open_state', 'plot_stage', 'run_stage', 'stage1_order',
            'start_arch']
 
-STATE_VERSION = 2  # 2: inputs identified by content fingerprints
+# 2: inputs identified by content fingerprints; 3: also the inference mode, data preprocessor, head config, backbone
+# arguments, metric direction and distillation objective (a version-2 state lacks them: its resume is refused)
+STATE_VERSION = 3
 
 
 class ArchScorer(Protocol):
@@ -149,7 +152,8 @@ def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: D
 
     ``state`` (from :func:`open_state`) is rewritten to ``state_path`` after every scored arch. Into ``out_dir``
     (default: the state's folder) go ``search.json`` (every scored arch of every stage with score, predicted
-    latency, the count of each letter and Pareto membership; the per-layer gains of Fig. 7) and
+    latency, the count of each letter and Pareto membership; the per-layer gains of Fig. 7: ``layer_gains``, each
+    layer's best move, and ``layer_gains_by_kind``, per kind a layer moves to) and
     ``best_arch_step<k>.txt``. ``search_space``: Step 1's candidates per layer (default ``'LW'`` in every layer).
     """
     state_path = Path(state_path)
@@ -163,14 +167,7 @@ def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: D
     if settings.latency_budget is not None and cost(start) > settings.latency_budget:
         raise ValueError(f'latency budget {settings.latency_budget} ms is impossible: the cheapest start arch '
                          f'{start!r} is predicted at {cost(start):.1f} ms (table: {latency_table})')
-    stage_state = state['stages'].get(key) or dict(identity, higher_is_better=higher, scores={}, history=[],
-                                                    latency_ms=dict(latency_table),
-                                                    latency_size=list(latency_size or []))
-    if settings.stage == 1:  # the thresholds in force (metric units), for the record
-        stage_state['min_gain'] = settings.min_gain
-    else:
-        stage_state['tolerance'] = settings.tolerance
-    state['stages'][key] = stage_state
+    stage_state = _stage_state(settings, state, identity, latency_table, latency_size)
     if 'teacher_score' not in stage_state:  # per stage: each stage may score with its own metric and head
         stage_state['teacher_score'] = float(scorer.teacher_score())
     write_json_atomic(state_path, state)
@@ -199,33 +196,21 @@ def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: D
                              f'{step1_start(order, space)!r}, not {start!r}')
         stage_state['order'] = order
         result = search_step1(score, depth, min_gain=settings.min_gain, order=order, search_space=space, **common)
+        moves, kinds = partial(step1_moves, order=order, search_space=space), order[1:]  # kinds a layer moves to
     else:
         result = search_step2(score, start, teacher_score=sign * teacher_value, tolerance=settings.tolerance,
                               max_full=settings.max_full, **common)
+        moves, kinds = step2_moves, 'F'
     stage_state.update(best_arch=result.best_arch, best_score=stage_state['scores'][result.best_arch],
                        stop_reason=result.stop_reason, stages=[[s.best_arch for s in result.stages]])
     points = {arch: (sign * v, cost(arch)) for arch, v in stage_state['scores'].items()}
-    gains = layer_gains(result.stages, {a: v for a, (v, _) in points.items()}, depth)  # any move
-    kinds = list(stage_state['order'][1:]) if settings.stage == 1 else ['F']  # the kinds a layer moves to
-    gains_by_kind = {kind: layer_gains(result.stages, {a: v for a, (v, _) in points.items()}, depth, kind)
-                     for kind in kinds}
-    # Fig. 7's numbers: per search stage, the gain (positive = better) of each one-layer move; None: not scored
-    stage_state['layer_gains'] = [[None if math.isnan(g) else g for g in row] for row in gains]
-    if len(kinds) > 1:  # per kind moved to (Step 1 over more than two kinds)
-        stage_state['layer_gains_by_kind'] = {k: [[None if math.isnan(g) else g for g in row] for row in rows]
-                                              for k, rows in gains_by_kind.items()}
+    gains, gains_by_kind = _gain_tables(result, {a: v for a, (v, _) in points.items()}, depth, kinds, moves)
+    # Fig. 7's numbers: per search stage, the gain (positive = better) of each one-layer move (each layer's best
+    # move; and per kind moved to); None: not scored
+    stage_state['layer_gains'] = _nulls(gains)
+    stage_state['layer_gains_by_kind'] = {k: _nulls(rows) for k, rows in gains_by_kind.items()}
     write_json_atomic(state_path, state)
-    front = pareto_front(points)
-    letters = sorted(set('LWF').union(*(set(a) for st in state['stages'].values() for a in st['scores'])))
-    records = [dict(arch=a, score=v, predicted_latency_ms=cost(a), **{letter: a.count(letter) for letter in letters},
-                    stage=int(k), pareto=(k == key and a in front))
-               for k, st in state['stages'].items() for a, v in st['scores'].items()]
-    summary = dict(metric=settings.metric, higher_is_better=higher, teacher_score=teacher_value,
-                   teacher_latency_ms=cost('F' * depth), latency_size=list(latency_size or []),
-                   best={k: dict(arch=st.get('best_arch'), score=st.get('best_score'),
-                                 stop_reason=st.get('stop_reason')) for k, st in state['stages'].items()},
-                   layer_gains={k: st.get('layer_gains') for k, st in state['stages'].items()},
-                   archs=records)
+    summary = _summary(settings, state, points, cost, teacher_value, depth, latency_size)
     write_json_atomic(out_dir / 'search.json', summary)
     (out_dir / f'best_arch_step{key}.txt').write_text(result.best_arch + '\n')
     if progress is not None:
@@ -234,6 +219,54 @@ def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: D
                  f'{cost("F" * depth):.1f} ms; stop: {result.stop_reason}')
     return StageOutcome(result, summary, points, gains, (sign * teacher_value, cost('F' * depth)),
                         gains_by_kind if len(kinds) > 1 else None)
+
+
+def _stage_state(settings: SearchSettings, state: Dict[str, Any], identity: Dict[str, Any],
+                 latency_table: Dict[str, float], latency_size: Optional[Sequence[int]]) -> Dict[str, Any]:
+    """This stage's record in ``state`` (a new one if it has none), with the thresholds in force."""
+    key = str(settings.stage)
+    stage_state = state['stages'].get(key) or dict(identity, higher_is_better=settings.higher_is_better, scores={},
+                                                    history=[], latency_ms=dict(latency_table),
+                                                    latency_size=list(latency_size or []))
+    if settings.stage == 1:  # the thresholds in force (metric units), for the record
+        stage_state['min_gain'] = settings.min_gain
+    else:
+        stage_state['tolerance'] = settings.tolerance
+    state['stages'][key] = stage_state
+    return stage_state
+
+
+def _summary(settings: SearchSettings, state: Dict[str, Any], points: Dict[str, Tuple[float, float]],
+             cost: Callable[[str], float], teacher_value: float, depth: int,
+             latency_size: Optional[Sequence[int]]) -> Dict[str, Any]:
+    """What ``search.json`` holds: every scored arch of every stage (Pareto membership: this stage's ``points``),
+    each stage's best and its per-layer gains."""
+    key, stages = str(settings.stage), state['stages']
+    front = pareto_front(points)
+    letters = sorted(set('LWF').union(*(set(a) for st in stages.values() for a in st['scores'])))
+    records = [dict(arch=a, score=v, predicted_latency_ms=cost(a), **{letter: a.count(letter) for letter in letters},
+                    stage=int(k), pareto=(k == key and a in front))
+               for k, st in stages.items() for a, v in st['scores'].items()]
+    return dict(metric=settings.metric, higher_is_better=settings.higher_is_better, teacher_score=teacher_value,
+                teacher_latency_ms=cost('F' * depth), latency_size=list(latency_size or []),
+                best={k: dict(arch=st.get('best_arch'), score=st.get('best_score'),
+                              stop_reason=st.get('stop_reason')) for k, st in stages.items()},
+                layer_gains={k: st.get('layer_gains') for k, st in stages.items()},
+                layer_gains_by_kind={k: st.get('layer_gains_by_kind') for k, st in stages.items()},
+                archs=records)
+
+
+def _gain_tables(result: SearchResult, scores: Dict[str, float], depth: int, kinds: str,
+                 moves: Callable[[str], List[str]]) -> Tuple[List[List[float]], Dict[str, List[List[float]]]]:
+    """The per-layer gains of a stage's search (signed: positive = better): each layer's best move, and per kind
+    a layer moves to; every move scored counts, whichever stage of the search scored it."""
+    gains = layer_gains(result.stages, scores, depth, moves=moves)
+    return gains, {kind: layer_gains(result.stages, scores, depth, kind, moves) for kind in kinds}
+
+
+def _nulls(rows: List[List[float]]) -> List[List[Optional[float]]]:
+    """Gain rows for JSON: None where not scored."""
+    return [[None if math.isnan(g) else g for g in row] for row in rows]
 
 
 def plot_stage(outcome: StageOutcome, settings: SearchSettings, out_dir: Path) -> List[Path]:
