@@ -1,5 +1,6 @@
 """Run under torchrun by tests/test_fsdp.py: one FSDP2 distillation step per case, on this rank's half of a fixed batch;
 rank 0 writes the mean loss and the full updated state dict of each case to ``OUT/<case>.pt``."""
+import itertools
 import json
 import sys
 
@@ -10,6 +11,7 @@ from mmengine.registry import MODEL_WRAPPERS
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 import jetvit_mm.mm  # noqa: F401  (registrations)
+from jetvit_mm.distill.fsdp2 import collective_device
 from jetvit_mm.mm.registry import MODELS
 
 BACKBONE = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2)
@@ -39,13 +41,32 @@ def batch() -> torch.Tensor:
     return torch.randn(4, 3, 32, 64, generator=torch.Generator().manual_seed(4))
 
 
+def broadcasts_while(fn, *args, **kwargs):
+    """Run ``fn`` with ``dist.broadcast`` watched: return fn's result and, per broadcast tensor, (device, shape,
+    dtype), the real broadcast still done."""
+    real, seen = dist.broadcast, []
+
+    def watched(tensor, *b_args, **b_kwargs):
+        seen.append((str(tensor.device), tuple(tensor.shape), str(tensor.dtype)))
+        return real(tensor, *b_args, **b_kwargs)
+
+    dist.broadcast = watched
+    try:
+        return fn(*args, **kwargs), seen
+    finally:
+        dist.broadcast = real
+
+
 def main(out: str, cases: dict) -> None:
     dist.init_process_group('gloo')
     rank, world = dist.get_rank(), dist.get_world_size()
     x = batch().chunk(world)[rank]
     for name, options in cases.items():
         model = build(options.pop('grad_checkpointing', False))
-        wrapped = MODEL_WRAPPERS.build(dict(type='FSDP2Wrapper', module=model, **options))
+        expected = [(str(collective_device()), tuple(t.shape), str(t.dtype))
+                    for t in itertools.chain(model.parameters(), model.buffers())]
+        wrapped, broadcasts = broadcasts_while(MODEL_WRAPPERS.build,
+                                               dict(type='FSDP2Wrapper', module=model, **options))
         local = sum(p.to_local().numel() for p in model.parameters()) / sum(p.numel() for p in model.parameters())
         optim_wrapper = build_optim_wrapper(wrapped, OPTIM)
         log_vars = wrapped.train_step(dict(inputs=x), optim_wrapper)
@@ -53,7 +74,8 @@ def main(out: str, cases: dict) -> None:
         dist.all_reduce(loss)
         state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         if rank == 0:
-            result = dict(loss=loss.item() / world, state=state, units=wrapped.num_units, local=local)
+            result = dict(loss=loss.item() / world, state=state, units=wrapped.num_units, local=local,
+                          broadcasts=broadcasts, expected_broadcasts=expected)
             torch.save(result, f'{out}/{name}.pt')
         dist.barrier()
     dist.destroy_process_group()

@@ -76,6 +76,16 @@ def test_fsdp2_bf16_params_fp32_reduce_stay_close(fsdp_results, single_step):
             assert err < 0.1, (key, err.item())
 
 
+@pytest.mark.parametrize('case', list(CASES))
+def test_fsdp2_broadcasts_only_parameters_and_buffers_on_the_group_device(fsdp_results, case):
+    """NCCL broadcasts CUDA tensors only: the wrapper's start-up sync hands the collective exactly the parameters and
+    buffers, on the process group's device, and none of the tensors ``state_dict()`` makes on the CPU (the arch
+    spec's extra state)."""
+    result = fsdp_results[case]
+    assert result['broadcasts'] == result['expected_broadcasts']
+    assert all(device == 'cpu' for device, _, _ in result['broadcasts'])  # gloo's device; NCCL's is the GPU
+
+
 def test_fsdp2_wrapper_needs_a_process_group():
     from jetvit_mm.mm.fsdp import FSDP2Wrapper
     with pytest.raises(RuntimeError, match='process group'):

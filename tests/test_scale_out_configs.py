@@ -9,7 +9,7 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
 import jetvit_mm.mm  # noqa: F401
-from jetvit_mm.mm.fsdp import shard_units
+from jetvit_mm.distill.fsdp2 import shard_units
 from jetvit_mm.mm.registry import MODELS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Export a searched arch: a standalone JetViT checkpoint, a downstream checkpoint and a fine-tuning config."""
 from pathlib import Path
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 from mmengine.config import Config
 
@@ -11,6 +11,9 @@ from jetvit_mm.models.supernet import JetViTSupernet
 from .checkpoint import load_local_checkpoint
 from .saved_config import export_config_text
 from .search_runner import build_downstream_model, load_downstream_heads, load_supernet
+
+# the student's training switches that a fine-tuning keeps from the distillation config
+TRAINING_SWITCHES = ('grad_checkpointing', )
 
 
 def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_checkpoint: Optional[str] = None,
@@ -89,26 +92,40 @@ def check_distill_teacher(distill_config: Path, model_name: str) -> None:
                          f'searched supernet is a {model_name}: pass the distillation config of {model_name}')
 
 
-def _hooks_without_path_sampling(distill_config: Path) -> list:
-    """``distill_config``'s custom hooks except :class:`SupernetSamplerHook` (one fixed arch samples no path)."""
+def _distill_settings(distill_config: Path) -> Tuple[list, Optional[dict], Dict[str, object]]:
+    """What the fine-tuning keeps of ``distill_config``: its custom hooks except :class:`SupernetSamplerHook` (one
+    fixed arch samples no path), its FSDP2 wrapper if it has one (None: DDP), and the student's training switches
+    (``grad_checkpointing``)."""
     from mmengine.config import Config, ConfigDict
 
-    hooks = Config.fromfile(distill_config).get('custom_hooks') or []
-    return [h.to_dict() if isinstance(h, ConfigDict) else dict(h) for h in hooks
-            if str(h.get('type')).split('.')[-1] != 'SupernetSamplerHook']
+    cfg = Config.fromfile(distill_config)
+    hooks = [h.to_dict() if isinstance(h, ConfigDict) else dict(h) for h in cfg.get('custom_hooks') or []
+             if str(h.get('type')).split('.')[-1] != 'SupernetSamplerHook']
+    wrapper = cfg.get('model_wrapper_cfg')
+    fsdp2 = _plain(dict(wrapper)) if wrapper and str(wrapper.get('type')).split('.')[-1] == 'FSDP2Wrapper' else None
+    student = cfg.get('model', {}).get('student') or {}
+    switches = {k: student[k] for k in TRAINING_SWITCHES if k in student}
+    return hooks, fsdp2, switches
 
 
 def finetune_config(arch: str, distill_config: Path, checkpoint: Path, build_args: Dict[str, object]) -> str:
     """The fine-tuning config: ``distill_config`` with its student replaced by the fixed hybrid, built with the
     searched supernet's arguments (``build_args``: model size, window, L options), not the distillation config's
     top-level variables, which a derived config (e.g. ViT-L) may not have overridden. The distillation config's
-    custom hooks are kept (an EMA, say), except the path sampler."""
-    args = ''.join(f', {k}={v!r}' for k, v in build_args.items() if k != 'out_indices')
+    custom hooks are kept (an EMA, say), except the path sampler, and so are its FSDP2 wrapper (the 7B and Giant
+    configs: a fixed arch shards as the supernet did) and the student's ``grad_checkpointing``; other runs fine-tune
+    under DDP."""
+    hooks, fsdp2, switches = _distill_settings(distill_config)
+    args = ''.join(f', {k}={v!r}' for k, v in {**build_args, **switches}.items() if k != 'out_indices')
+    if fsdp2:  # replaces the base's wrapper whole, as the distillation config did
+        wrapper = 'dict(' + ', '.join(f'{k}={v!r}' for k, v in {'_delete_': True, **fsdp2}.items()) + ')'
+    else:
+        wrapper = "dict(type='MMDistributedDataParallel', find_unused_parameters=False)"
     return f'''# Fine-tune the searched hybrid {arch} by distillation from the teacher, arch fixed (written by export).
 #   tools/train.py THIS_FILE --cfg-options model.teacher.checkpoint=...
 _base_ = ['{distill_config}']
 
 model = dict(student=dict(_delete_=True, type='JetViT', arch='{arch}', checkpoint='{checkpoint.resolve()}'{args}))
-custom_hooks = {_hooks_without_path_sampling(distill_config)!r}  # the distillation's, less the path sampler
-model_wrapper_cfg = dict(type='MMDistributedDataParallel', find_unused_parameters=False)
+custom_hooks = {hooks!r}  # the distillation's, less the path sampler
+model_wrapper_cfg = {wrapper}
 '''

@@ -17,10 +17,8 @@ import torch.distributed as dist
 from mmengine.registry import MODEL_WRAPPERS, RUNNERS
 from mmengine.runner import Runner
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.distill.fsdp2 import shard_model
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .fsdp_checkpoint import STATE_DICT_TYPES, gather_checkpoint_state
@@ -35,11 +33,6 @@ def _dtype(name: Optional[str], what: str) -> Optional[torch.dtype]:
         raise ValueError(f'FSDP2Wrapper: unknown {what} {name!r}; valid: {", ".join(DTYPES)} or None (the '
                          'parameters\' own dtype)')
     return DTYPES[name]
-
-
-def shard_units(model: nn.Module) -> List[nn.Module]:
-    """The modules sharded as their own FSDP2 units: every block of every JetViT in ``model``, in model order."""
-    return [block for module in model.modules() if isinstance(module, JetViT) for block in module.blocks]
 
 
 @MODEL_WRAPPERS.register_module()
@@ -73,25 +66,11 @@ class FSDP2Wrapper(nn.Module):
             raise RuntimeError('FSDP2Wrapper needs a process group: launch with torchrun and --launcher pytorch')
         self.module = module
         self.check_path = check_path
-        device = 'cuda' if torch.cuda.is_available() else 'cpu'
-        mesh = init_device_mesh(device, (dist.get_world_size(), ))
-        mp = MixedPrecisionPolicy(param_dtype=_dtype(param_dtype, 'param_dtype'),
-                                  reduce_dtype=_dtype(reduce_dtype, 'reduce_dtype'))
-        options = dict(mesh=mesh, mp_policy=mp, reshard_after_forward=reshard_after_forward)
-        if cpu_offload:
-            options['offload_policy'] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
         if hasattr(module, 'init_weights'):  # what the runner would do after wrapping, here on full tensors
             module.init_weights()
-        for tensor in module.state_dict().values():  # every rank starts from rank 0's weights
-            if isinstance(tensor, torch.Tensor):
-                dist.broadcast(tensor, src=0)
-        units = shard_units(module)
-        if not units:
-            raise ValueError('FSDP2Wrapper: the model holds no JetViT, so there is no transformer block to shard')
-        for unit in units:
-            fully_shard(unit, **options)
-        fully_shard(module, **options)
-        self.num_units = len(units) + 1
+        self.num_units = shard_model(module, param_dtype=_dtype(param_dtype, 'param_dtype'),
+                                     reduce_dtype=_dtype(reduce_dtype, 'reduce_dtype'), cpu_offload=cpu_offload,
+                                     reshard_after_forward=reshard_after_forward)
 
     def _check_same_path(self) -> None:
         supernets = [m for m in self.module.modules() if isinstance(m, JetViTSupernet)]

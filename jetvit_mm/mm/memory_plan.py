@@ -8,8 +8,8 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
 from jetvit_mm.benchmark.planner import GIB, Activations, count_params, measure_activations, plan_memory
+from jetvit_mm.distill.fsdp2 import shard_units
 
-from .fsdp import shard_units
 from .registry import MODELS
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}

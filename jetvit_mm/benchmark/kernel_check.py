@@ -1,0 +1,183 @@
+"""Every fast path of the efficient mixers against the torch path, on one device: the correctness phase of the GPU
+check (``scripts/gpu_check.sh``), with the tolerances of the CPU tests (tests/test_fast_mixers.py).
+
+- fp32: 1e-5 relative, elementwise, with the output's scale as the floor of 'relative';
+- bf16: no further from the fp32 result than the torch path's own bf16 output, up to one bf16 spacing at the
+  output's scale, and at most four spacings from it.
+
+Cases: L with ``kernel='triton'`` and ``'compile'`` for every conv variant, both RoPE layouts and none, prefix 0 / 1
+/ 5, an odd grid, batch 1 and 3; W with ``'flex'`` and ``'compile'`` over the same axes; a whole 2F model on
+``'auto'`` against the same model on the torch paths. Pure torch + timm: runs on the device image without mmengine.
+"""
+import copy
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import torch
+from torch import nn
+
+from jetvit_mm.models.mixers import LinearAttention, WindowAttention
+from jetvit_mm.models.mixers.kernels import available_kernels
+
+DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16}
+BF16_EPS = torch.finfo(torch.bfloat16).eps
+CONVS = ('squeeze', 'static', 'token', 'none')
+ROPES = ('rotate_half', 'interleaved', 'none')
+
+
+@dataclass
+class Case:
+    """One comparison: a mixer (``'L'`` / ``'W'`` / ``'model'``) on ``kernel`` against the torch path."""
+    mixer: str
+    kernel: str
+    dtype: str
+    prefix: int = 5
+    batch: int = 1
+    rope: str = 'rotate_half'
+    conv: str = 'squeeze'
+    grid: Tuple[int, int] = (9, 17)
+
+    @property
+    def name(self) -> str:
+        conv = f'-{self.conv}' if self.mixer == 'L' else ''
+        return (f'{self.mixer}-{self.kernel}-{self.dtype}-p{self.prefix}-b{self.batch}-{self.rope}{conv}'
+                f'-{self.grid[0]}x{self.grid[1]}')
+
+
+def cases(device_type: str, dtypes=('fp32', 'bf16'), quick: bool = False) -> Iterator[Case]:
+    """The cases for the fast paths available on ``device_type``: every axis is varied around one base case (not the
+    full product), and each dtype gets all of them. ``quick`` (the script's CPU dry run) keeps the whole model and
+    one compiled L case per dtype."""
+    linear = [k for k in available_kernels(('torch', 'compile', 'triton'), device_type) if k != 'torch']
+    window = [k for k in available_kernels(('torch', 'compile', 'flex'), device_type) if k != 'torch']
+    if quick:
+        linear, window = [k for k in linear if k == 'compile'], []
+    for dtype in dtypes:
+        for mixer, kernels in (('L', linear), ('W', window)):
+            for kernel in kernels:
+                base = Case(mixer, kernel, dtype)
+                yield base
+                if quick:
+                    continue
+                yield from (Case(mixer, kernel, dtype, prefix=p) for p in (0, 1))
+                yield from (Case(mixer, kernel, dtype, batch=3, grid=(8, 12)), )
+                yield from (Case(mixer, kernel, dtype, rope=r) for r in ROPES[1:])
+                if mixer == 'L':
+                    yield from (Case(mixer, kernel, dtype, conv=c) for c in CONVS[1:])
+        yield Case('model', 'auto', dtype, grid=(12, 20))
+
+
+def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
+    """Non-trivial values for every parameter (zero-initialised conv generators included), eval mode."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+    return module.eval()
+
+
+def rope_table(grid: Tuple[int, int], head_dim: int, layout: str) -> Optional[torch.Tensor]:
+    if layout == 'none':
+        return None
+    from timm.layers import RotaryEmbeddingDinoV3
+    return RotaryEmbeddingDinoV3(head_dim, temperature=100, rotate_half=layout == 'rotate_half').get_embed(shape=grid)
+
+
+def build_mixer_pair(case: Case, dim: int = 64, heads: int = 4) -> Tuple[nn.Module, nn.Module]:
+    """The mixer on the torch path and the same weights on ``case.kernel``."""
+    common = dict(dim=dim, num_heads=heads, num_prefix_tokens=case.prefix, rotate_half=case.rope != 'interleaved')
+    if case.mixer == 'L':
+        make = lambda kernel: LinearAttention(**common, conv=case.conv, kernel=kernel)  # noqa: E731
+    else:
+        make = lambda kernel: WindowAttention(**common, window_size=4, kernel=kernel)  # noqa: E731
+    reference = randomize_(make('torch'))
+    fast = make(case.kernel)
+    fast.load_state_dict(reference.state_dict())
+    return reference, fast.eval()
+
+
+def set_kernels_(model: nn.Module, kernel: str) -> nn.Module:
+    """Every L and W mixer of ``model`` on ``kernel``."""
+    for module in model.modules():
+        if isinstance(module, (LinearAttention, WindowAttention)):
+            module.kernel = kernel
+    return model
+
+
+def build_model_pair(case: Case) -> Tuple[nn.Module, nn.Module]:
+    """A tiny DINOv3-shaped 2F hybrid (L, W and F layers, RoPE, 4 registers) on the torch paths and on 'auto'."""
+    from jetvit_mm.models.jetvit import JetViT
+    reference = randomize_(JetViT('dinov3_vits16', arch='LWFLWF', embed_dim=64, depth=6, num_heads=4,
+                                  window_size=4))
+    with torch.no_grad():  # LayerScale near 1: every block visibly changes the output
+        for name, p in reference.named_parameters():
+            if name.endswith('gamma'):
+                p.fill_(0.5)
+    fast = set_kernels_(copy.deepcopy(reference), 'auto')
+    return set_kernels_(reference, 'torch'), fast
+
+
+def compare(out: torch.Tensor, torch_out: torch.Tensor, ref_fp32: torch.Tensor, dtype: str) -> Dict[str, float]:
+    """The tolerance rule of the module docstring: error, bound, pass."""
+    scale = ref_fp32.abs().max().item()
+    err = (out.float() - ref_fp32).abs().max().item()
+    if not (torch.isfinite(out).all() and out.dtype == DTYPES[dtype]):
+        return dict(err=float('nan'), bound=0., scale=scale, ok=False)
+    if dtype == 'fp32':  # torch.testing's rule: |out - ref| <= atol + rtol * |ref| everywhere
+        ok = bool(((out - ref_fp32).abs() <= 1e-5 * scale + 1e-5 * ref_fp32.abs()).all())
+        return dict(err=err, bound=2e-5 * scale, scale=scale, ok=ok)
+    torch_err = (torch_out.float() - ref_fp32).abs().max().item()
+    bound = min(torch_err + BF16_EPS * scale, 4 * BF16_EPS * scale)
+    return dict(err=err, bound=bound, scale=scale, ok=err <= bound)
+
+
+def _inputs(case: Case, dim: int, device: torch.device):
+    g = torch.Generator().manual_seed(1)
+    if case.mixer == 'model':
+        return torch.randn(case.batch, 3, 16 * case.grid[0], 16 * case.grid[1], generator=g).to(device)
+    n = case.prefix + case.grid[0] * case.grid[1]
+    return torch.randn(case.batch, n, dim, generator=g).to(device)
+
+
+def run_case(case: Case, device: torch.device) -> Dict[str, object]:
+    """One case's result: its name, error, bound, pass, seconds, and the error text if the fast path raised."""
+    start = time.perf_counter()
+    try:
+        reference, fast = build_model_pair(case) if case.mixer == 'model' else build_mixer_pair(case)
+        reference, fast = reference.to(device), fast.to(device)
+        x = _inputs(case, 64, device).bfloat16().float()  # the same values in both dtypes
+        if case.mixer == 'model':
+            call = lambda m, t: m.forward_intermediates(t, [1, 3, 5], output_fmt='NLC')[-1]  # noqa: E731
+        else:
+            rope = rope_table(case.grid, reference.head_dim, case.rope)
+            rope = None if rope is None else rope.to(device)
+            call = lambda m, t: m(t, case.grid, rope)  # noqa: E731
+        with torch.inference_mode():
+            ref_fp32 = call(reference, x).float()
+            if case.dtype != 'fp32':
+                reference, fast, x = reference.to(DTYPES[case.dtype]), fast.to(DTYPES[case.dtype]), x.to(
+                    DTYPES[case.dtype])
+            torch_out = call(reference, x) if case.dtype != 'fp32' else ref_fp32
+            out = call(fast, x)
+        result = compare(out, torch_out, ref_fp32, case.dtype)
+    except Exception as exc:  # a path that raises is a failed case, named with its error
+        result = dict(err=float('nan'), bound=0., scale=0., ok=False,
+                      error=''.join(traceback.format_exception_only(type(exc), exc)).strip())
+    return dict(name=case.name, **asdict(case), **result, seconds=round(time.perf_counter() - start, 3))
+
+
+def run_checks(device: torch.device, dtypes=('fp32', 'bf16'), quick: bool = False) -> List[Dict[str, object]]:
+    """Every case of :func:`cases` on ``device``; each result says ``ok``."""
+    torch.manual_seed(0)
+    return [run_case(case, device) for case in cases(device.type, dtypes, quick)]
+
+
+def summary(results: List[Dict[str, object]]) -> str:
+    failed = [r for r in results if not r['ok']]
+    lines = [f'{len(results) - len(failed)} of {len(results)} kernel checks passed']
+    lines += [f'FAILED {r["name"]}: err {r["err"]:.3g} > bound {r["bound"]:.3g} {r.get("error", "")}'.rstrip()
+              for r in failed]
+    return '\n'.join(lines)
+
