@@ -3,7 +3,7 @@
     # Step 1 ({L, W} supernet): from all-L, L -> W until the gain plateaus
     python tools/search.py CONFIG STEP1_SUPERNET.pth --stage 1 --head-checkpoint TEACHER_PROBE.pth --work-dir D
     # Step 2 ({winner, F} supernet): from Step 1's best, -> F until teacher score - tolerance or --max-full
-    python tools/search.py CONFIG STEP2_SUPERNET.pth --stage 2 --head-checkpoint TEACHER_PROBE.pth --work-dir D \
+    python tools/search.py CONFIG STEP2_SUPERNET.pth --stage 2 --head-checkpoint TEACHER_PROBE.pth --work-dir D \\
         --max-full 2 --tolerance 0.5 --export
 
 CONFIG is the downstream evaluation config (e.g. configs/probe/dinov3_base_linear_cityscapes.py): its
@@ -44,7 +44,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('checkpoint', help='supernet distillation checkpoint (tools/train.py output)')
     parser.add_argument('--stage', type=int, choices=(1, 2), default=1)
     parser.add_argument('--head-checkpoint', help='the teacher\'s trained downstream head (e.g. its probe run)')
-    parser.add_argument('--metric', default='mIoU', help='evaluator metric to optimise, or distill_loss (no labels)')
+    parser.add_argument('--metric', default='mIoU',
+                        help='the val_evaluator\'s metric to optimise: mIoU (default), aAcc, mAcc, mDice, mFscore '
+                        '(mmseg IoUMetric), coco/bbox_mAP, coco/segm_mAP (mmdet CocoMetric), the depth metrics '
+                        '(abs_rel, delta1; da2k_acc), any metric a registered evaluator declares in '
+                        '`higher_is_better`; or distill_loss (no labels). An unknown name is refused naming those of '
+                        'the config\'s evaluator')
     parser.add_argument('--beam-width', type=positive, default=4)
     parser.add_argument('--min-gain', type=finite(), default=None,
                         help='Step 1: stop when a stage gains less, in the metric\'s units, and keep none of that '
