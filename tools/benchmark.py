@@ -67,7 +67,7 @@ import torch
 
 from jetvit_mm.benchmark.allocator import POLICIES as MALLOC_POLICIES
 from jetvit_mm.benchmark.archs import ARCH_SHORTCUTS
-from jetvit_mm.benchmark.host import malloc_note, malloc_record, prepare_host, started_at
+from jetvit_mm.benchmark.host import machine_record, malloc_note, malloc_record, prepare_host, started_at
 from jetvit_mm.benchmark.memory import DTYPES as MODEL_DTYPES
 from jetvit_mm.benchmark.mixers import DTYPES as MIXER_DTYPES
 from jetvit_mm.benchmark.mixers import FAST_KERNELS, benchmark_mixers
@@ -94,6 +94,8 @@ def round_printer(rounds: int) -> Callable[[int, bool], None]:
 def save_result(command: str, args: argparse.Namespace, measured: dict) -> dict:
     """The result as ``--json`` writes it: the subcommand, its arguments, then what was measured."""
     result = {'command': command, 'args': {k: v for k, v in vars(args).items() if k != 'func'}, **measured}
+    if 'machine' not in result:  # every JSON records where and with what it was measured
+        result['machine'] = machine_record(torch.device(getattr(args, 'device', 'cpu')), cpu_count=True)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=2, default=str))

@@ -10,7 +10,6 @@
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -34,27 +33,11 @@ def sdpa_backend(device: torch.device, dtype: torch.dtype, tokens: int = 8197, h
     return SDPBackend(torch._fused_sdp_choice(q, q, q)).name
 
 
-def cpu_model() -> str:
-    """The CPU's model name (Linux), else what ``platform`` knows."""
-    try:
-        for line in Path('/proc/cpuinfo').read_text().splitlines():
-            if line.startswith('model name'):
-                return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def environment() -> dict:
     import numpy
-    import timm
-    info = dict(python=platform.python_version(), torch=torch.__version__, timm=timm.__version__,
-                numpy=numpy.__version__, cuda=torch.version.cuda, machine=platform.machine(), cpu=cpu_model())
-    try:
-        import triton
-        info['triton'] = triton.__version__
-    except ImportError:
-        info['triton'] = None
+
+    from jetvit_mm.benchmark.host import machine_record
+    info = dict(machine_record(torch.device('cpu'), cpu_count=True), numpy=numpy.__version__, cuda=torch.version.cuda)
     device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     if device.type == 'cuda':
         info['gpu'] = torch.cuda.get_device_name()

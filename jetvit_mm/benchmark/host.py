@@ -3,6 +3,8 @@ machine, date and policy written with every result."""
 import datetime
 import os
 import platform
+import subprocess
+from pathlib import Path
 from typing import Dict, Optional
 
 import torch
@@ -23,11 +25,58 @@ def started_at() -> str:
     return datetime.datetime.now().astimezone().isoformat(timespec='seconds')
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what ``platform`` knows."""
+    try:
+        for line in Path('/proc/cpuinfo').read_text().splitlines():
+            if line.startswith('model name'):
+                return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def bf16_units() -> list:
+    """The CPU's bf16 matrix units (AMX / AVX512-BF16), which decide what bf16 figures on a CPU mean."""
+    try:
+        flags = next(line for line in Path('/proc/cpuinfo').read_text().splitlines() if line.startswith('flags'))
+    except (OSError, StopIteration):
+        return []
+    return sorted({'amx_bf16', 'avx512_bf16'} & set(flags.split(':', 1)[1].split()))
+
+
+def commit() -> Optional[str]:
+    """The repository's commit (with ``+dirty`` when the tree has uncommitted changes), None outside a checkout."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(['git', 'rev-parse', '--short=12', 'HEAD'], cwd=root, capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], cwd=root,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ('+dirty' if dirty.stdout.strip() else '')
+
+
+def versions() -> Dict[str, Optional[str]]:
+    """torch, Triton, timm and Python versions (None for one not installed)."""
+    found: Dict[str, Optional[str]] = {'python': platform.python_version(), 'torch': torch.__version__}
+    for name in ('triton', 'timm'):
+        try:
+            found[name] = __import__(name).__version__
+        except ImportError:
+            found[name] = None
+    return found
+
+
 def machine_record(device: torch.device, cpu_count: bool = False) -> Dict[str, Optional[object]]:
-    """Platform, processor, torch version, threads (and the CPU count) and the CUDA device's name."""
+    """Where and with what a figure was measured: commit, platform, CPU model and its bf16 units, versions, threads
+    (and the CPU count) and the CUDA device's name."""
     record: Dict[str, Optional[object]] = {
-        'platform': platform.platform(), 'processor': platform.processor(), 'torch': torch.__version__,
-        'threads': torch.get_num_threads()}
+        'commit': commit(), 'platform': platform.platform(), 'processor': cpu_model(), 'bf16_units': bf16_units(),
+        **versions(), 'threads': torch.get_num_threads()}
     if cpu_count:
         record['cpu_count'] = os.cpu_count()
     record['cuda_device'] = torch.cuda.get_device_name(device) if device.type == 'cuda' else None
