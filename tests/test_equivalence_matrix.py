@@ -17,7 +17,9 @@ Axes: mixer (F, W, L with every conv variant) x kernel x RoPE layout (rotate-hal
   checked on outputs over a pruned product (``fast_cases``, which says why each pruning cannot hide a difference).
   Kernels: ``'fused'`` (the formulation a caller's own torch.compile traces inline, run here by dynamo with the eager
   backend), ``'compile'`` (inductor), ``'flex'`` (W, FlexAttention compiled for the CPU) and ``'triton'`` (L, the
-  Triton kernels under ``TRITON_INTERPRET=1``, set for that test only).
+  Triton kernels under ``TRITON_INTERPRET=1``, in a process of their own: ``triton_results``).
+- A mixer set to a fast kernel trains on the torch path (also inside the caller's torch.compile): its gradients
+  against the reference's, once per mixer and kernel.
 """
 import itertools
 import json
@@ -219,21 +221,31 @@ def case_id(mixer_id, kernel, layout, prefix, grid_name, batch, dtype_name) -> s
     return f'{mixer_id}-{kernel}-{layout}-p{prefix}-{grid_name}-b{batch}-{dtype_name}'
 
 
-def check_output(mixer_id: str, kernel: str, layout: str, prefix: int, grid_name: str, batch: int,
-                 dtype_name: str) -> None:
-    """The mixer on ``kernel`` (inference) against the reference."""
+def check_case(mixer_id: str, kernel: str, layout: str, prefix: int, grid_name: str, batch: int, dtype_name: str,
+               grad: bool = False) -> None:
+    """The mixer on ``kernel`` against the reference: its output, and with ``grad`` (autograd recording, as in
+    training) the input's and every weight's gradient."""
     dtype, grid = DTYPES[dtype_name], GRIDS[grid_name]
     mixer = build(mixer_id, kernel, prefix, layout, dtype)
-    x, rope = tokens(batch, prefix, grid, dtype), random_rope(grid, layout)
-    with torch.no_grad():
-        if kernel == 'fused':  # the caller's own torch.compile traces the mixer's formulation inline
-            out = torch.compile(mixer, backend='eager', fullgraph=True, dynamic=False)(x, grid, rope)
-        else:
-            out = mixer(x, grid, rope)
+    x, rope = tokens(batch, prefix, grid, dtype).requires_grad_(grad), random_rope(grid, layout)
+    call = mixer
+    if kernel == 'fused':  # the caller's own torch.compile traces the mixer inline
+        call = torch.compile(mixer, backend='eager', fullgraph=True, dynamic=False)
+    with torch.set_grad_enabled(grad):
+        out = call(x, grid, rope)
     weights = Weights(mixer)
-    ref = reference_mixer(mixer_id, weights, x.double(), grid, rope, prefix, layout, getattr(mixer, 'eps', 0.))
+    x64 = x.detach().double().requires_grad_(grad)
+    ref = reference_mixer(mixer_id, weights, x64, grid, rope, prefix, layout, getattr(mixer, 'eps', 0.))
     assert not weights.unused(), weights.unused()
     assert_matches(out, ref.detach(), dtype)
+    if not grad:
+        return
+    out_grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    (out.double() * out_grad).sum().backward()
+    (ref * out_grad).sum().backward()
+    assert_matches(x.grad, x64.grad, dtype, 'input gradient')
+    for name, p in mixer.named_parameters():
+        assert_matches(p.grad, weights.leaves[name].grad, dtype, f'gradient of {name}')
 
 
 # ----------------------------------------------------------------------------- the torch path: outputs and gradients
@@ -244,23 +256,7 @@ TORCH_CASES = list(itertools.product(MIXERS, LAYOUTS, PREFIXES, GRIDS, BATCHES, 
 @pytest.mark.parametrize('mixer_id,layout,prefix,grid_name,batch,dtype_name', TORCH_CASES,
                          ids=[case_id(m, 'torch', *rest) for m, *rest in TORCH_CASES])
 def test_torch_path_and_its_gradients_equal_the_reference(mixer_id, layout, prefix, grid_name, batch, dtype_name):
-    dtype, grid = DTYPES[dtype_name], GRIDS[grid_name]
-    mixer = build(mixer_id, 'torch', prefix, layout, dtype)
-    x, rope = tokens(batch, prefix, grid, dtype).requires_grad_(), random_rope(grid, layout)
-    out = mixer(x, grid, rope)
-    weights = Weights(mixer)
-    x64 = x.detach().double().requires_grad_()
-    ref = reference_mixer(mixer_id, weights, x64, grid, rope, prefix, layout, getattr(mixer, 'eps', 0.))
-    assert not weights.unused(), weights.unused()
-    assert_matches(out, ref.detach(), dtype)
-
-    g = torch.Generator().manual_seed(3)
-    out_grad = torch.randn(out.shape, generator=g, dtype=torch.float64)
-    (out.double() * out_grad).sum().backward()
-    (ref * out_grad).sum().backward()
-    assert_matches(x.grad, x64.grad, dtype, 'input gradient')
-    for name, p in mixer.named_parameters():
-        assert_matches(p.grad, weights.leaves[name].grad, dtype, f'gradient of {name}')
+    check_case(mixer_id, 'torch', layout, prefix, grid_name, batch, dtype_name, grad=True)
 
 
 # ----------------------------------------------------------------------------- the fast paths: outputs
@@ -338,7 +334,17 @@ def test_compiled_paths_equal_the_reference(fresh_dynamo, mixer_id, kernel, layo
     select = select_window_kernel if mixer_id == 'W' else select_linear_kernel
     if kernel != 'fused':  # the path asked for is the one that runs (none falls back to another)
         assert select(kernel, torch.device('cpu'), 0, needs_grad=False) == kernel
-    check_output(mixer_id, kernel, layout, prefix, grid_name, batch, dtype_name)
+    check_case(mixer_id, kernel, layout, prefix, grid_name, batch, dtype_name)
+
+
+TRAINING_CASES = [(mixer_id, kernel) for mixer_id, (letter, _) in MIXERS.items() for kernel in FAST_KERNELS[letter]]
+
+
+@pytest.mark.parametrize('mixer_id,kernel', TRAINING_CASES, ids=[f'{m}-{k}' for m, k in TRAINING_CASES])
+def test_a_mixer_set_to_a_fast_kernel_trains_with_the_reference_gradients(fresh_dynamo, mixer_id, kernel):
+    if kernel == 'fused' and not compile_available('cpu'):
+        pytest.skip('the caller\'s torch.compile needs a C++ compiler on the CPU')
+    check_case(mixer_id, kernel, *ONE_ROW[0], grad=True)
 
 
 TRITON_CASES = [c for c in FAST_CASES if c[1] == 'triton']
@@ -347,7 +353,7 @@ TRITON_CASES = [c for c in FAST_CASES if c[1] == 'triton']
 def triton_case(*case) -> None:
     """One Triton case (run under ``TRITON_INTERPRET=1``): the path asked for runs, and equals the reference."""
     assert select_linear_kernel('triton', torch.device('cpu'), 0, needs_grad=False) == 'triton'
-    check_output(*case)
+    check_case(*case)
 
 
 @pytest.fixture(scope='module')
