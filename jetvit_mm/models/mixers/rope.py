@@ -35,6 +35,9 @@ def rope_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool = T
     Prefix rows are the identity (sin 0, cos 1), so no token slicing and re-concatenation is needed; with
     ``rotate_half`` the sign of rotate-half (``[-x2, x1]``) is moved into the sin table, so the rotated tensor is a
     plain half swap. Both are exact: ``x * 1 + y * 0 == x`` and ``(-a) * b == a * (-b)`` in floating point.
+    Without ``rotate_half`` (interleaved pairs) the sign stays in timm's rotation, not in the table: a rotation that
+    takes its partner's sign from the table (the fast paths' ``kernels.linear_fused.rotate``) needs
+    ``kernels.linear_fused.rotation_table``, which folds it for both layouts.
     """
     if num_prefix_tokens:
         identity = torch.cat([rope.new_zeros(num_prefix_tokens, rope.shape[-1] // 2),

@@ -16,9 +16,8 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ..rope import rope_table
 from ..window_layout import window_partition
-from .linear_fused import rotate
+from .linear_fused import rotate, rotation_table
 
 KEY_MULTIPLE = 16
 
@@ -93,7 +92,8 @@ def padded_window_attention(
     D, P, C = D3 // 3, num_prefix_tokens, D3 // 3 // num_heads
     (h, w), (wh, ww) = grid_size, window
     q, k, v = qkv.reshape(B, N, 3, num_heads, C).unbind(2)  # [B, N, heads, C], views of qkv
-    table = None if rope is None else window_major(rope_table(rope.float(), 0, rotate_half)[None], grid_size,
+    # the sign each feature's partner enters with is folded into sin for both layouts (what ``rotate`` expects)
+    table = None if rope is None else window_major(rotation_table(rope, 0, rotate_half)[None], grid_size,
                                                    window)[:, None]  # [1, 1, windows, S, 2 * C]
     S = wh * ww
     keys = -(-(P + S) // KEY_MULTIPLE) * KEY_MULTIPLE
