@@ -72,6 +72,8 @@ def _load_pth(path: Path) -> Any:
                 'file stays refused') from None
         try:
             return loader(str(path))
+        except UnsafeCheckpointError as own:  # the loader's own refusal, worded (of this file, or of a file of the
+            raise own from None  # sharded checkpoint it points at)
         except pickle.UnpicklingError:
             raise refused from None
 
