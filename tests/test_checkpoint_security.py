@@ -432,3 +432,19 @@ def test_fsdp2_resume_never_unpickles_a_byte_entry(sharded_run, tmp_path):
     assert failure is not None, 'the resume accepted a pickle in a byte entry'
     assert f"its entry '{fqn}' was refused by safe loading" in failure, failure[-3000:]
     assert re.search(r'iter_1\.dcp/__\d_\d\.distcp: ', failure), failure[-3000:]
+
+
+def test_fsdp2_resume_refuses_a_damaged_shard(sharded_run, tmp_path):
+    """On --resume of an FSDP2 run (each rank checks its share of the files), a bit-rotted shard is refused on every
+    rank, naming the file."""
+    work = tmp_path / 'work'
+    pth = copy_sharded(sharded_run['run'], 1, work)
+    shard = sorted((work / 'iter_1.dcp').glob('*.distcp'))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    (work / 'last_checkpoint').write_text(str(pth))
+    with pytest.raises(AssertionError) as failed:
+        train_fsdp2(work, sharded_run['data'], sharded_run['teacher'], 'train_cfg.max_iters=2',
+                    'default_hooks.checkpoint.interval=1', 'model_wrapper_cfg.checkpoint=sharded', resume=True)
+    assert f'{shard} does not match the digest recorded for it' in str(failed.value), str(failed.value)[-3000:]
