@@ -314,3 +314,74 @@ def test_search_refuses_an_empty_val_set_naming_it_before_any_work(files):
                                       '--cfg-options', f'val_dataloader.dataset.data_root={root}'])
         assert not work.exists()
 # ============================================================ end of issue 29 (search)
+
+
+# ====================================================================== H2 (issue 29): state dicts, specs and conv keys
+def test_a_state_dict_cast_to_fp16_or_bf16_loads_with_its_spec(tmp_path):
+    """A state dict cast whole (``{k: v.half()}``) holds its arch spec as fp16 bytes; it loads, spec checked."""
+    from jetvit_mm.models import JetViT
+    model = JetViT(**TINY)
+    for dtype in (torch.float16, torch.bfloat16):
+        state = {k: v.to(dtype) for k, v in model.state_dict().items()}
+        path = tmp_path / f'{dtype}.pth'
+        torch.save(state, path)
+        loaded = JetViT(**TINY, checkpoint=path)
+        assert torch.equal(loaded.state_dict()['blocks.0.mlp.fc1.weight'], state['blocks.0.mlp.fc1.weight'].float())
+        JetViT(**TINY).load_state_dict(state)  # torch's own load (mmengine's loaders) reads the spec too
+        with pytest.raises(ValueError, match=r"has arch 'LWLW'.*build it with arch='LWLF'"):
+            JetViT(**{**TINY, 'arch': 'LWLW'}, checkpoint=path)  # the spec is read and still checked
+
+
+def test_a_spec_cast_to_a_dtype_that_loses_its_bytes_is_named(tmp_path):
+    from jetvit_mm.models import JetViT
+    state = JetViT(**TINY).state_dict()
+    state['_extra_state'] = state['_extra_state'].float() + 0.5
+    with pytest.raises(ValueError, match=r'_extra_state is not a JetViT arch spec: expected a 1-D uint8 tensor .* '
+                                         r'got dtype torch.float32'):
+        JetViT(**TINY).load_state_dict(state)
+
+
+def l_conv_names(model) -> dict:
+    """``{layer: [names of its L mixer's new parameters]}``."""
+    out = {}
+    for name in model.new_parameter_names():
+        out.setdefault(int(name.split('.')[1]), []).append(name)
+    return out
+
+
+def test_partial_conv_keys_without_a_spec_are_refused_naming_the_missing_keys(tmp_path):
+    """A specless state dict with layer 0's L conv keys but not layer 2's loaded with layer 2's conv as initialised
+    (zero); a teacher file (no conv keys at all) still loads."""
+    import re
+
+    from jetvit_mm.mm.checkpoint import check_checkpoint_fits
+    from jetvit_mm.mm.registry import MODELS
+    from jetvit_mm.models import JetViT
+    model = JetViT(**TINY)
+    conv = l_conv_names(model)
+    assert sorted(conv) == [0, 2], conv  # TINY's arch LWLF: L at layers 0 and 2
+    state = {k: v for k, v in model.state_dict().items() if k != '_extra_state'}
+    path = tmp_path / 'partial.pth'
+    torch.save({k: v for k, v in state.items() if k not in conv[2]}, path)
+    missing = ', '.join(sorted(conv[2]))
+    with pytest.raises(RuntimeError, match=rf'partial\.pth.*\nmissing keys: {re.escape(missing)}'):
+        JetViT(**TINY, checkpoint=path)
+    with pytest.raises(RuntimeError, match=re.escape(missing)):
+        JetViT(**TINY).load_jetvit_state_dict({k: v for k, v in state.items() if k not in conv[2]})
+    teacher = tmp_path / 'teacher.pth'  # a teacher's file: none of the conv keys, no spec
+    torch.save({k: v for k, v in state.items() if k not in conv[0] + conv[2]}, teacher)
+    JetViT(**TINY, checkpoint=teacher)
+    # tools/test.py's check, on a downstream model with the JetViT under backbone.
+    with DefaultScope.overwrite_default_scope('mmseg'):
+        downstream = MODELS.build(Config.fromfile(str(PROBE)).model)  # its backbone: LWLF
+    conv = {layer: [f'backbone.{n}' for n in names] for layer, names in l_conv_names(downstream.backbone).items()}
+    full = {k: v for k, v in downstream.state_dict().items() if not k.endswith('_extra_state')}
+    runner_file = tmp_path / 'runner.pth'
+    for dropped in (conv[0] + conv[2], conv[2]):
+        torch.save({'state_dict': {k: v for k, v in full.items() if k not in dropped}}, runner_file)
+        if dropped == conv[2]:
+            with pytest.raises(ValueError, match=rf'missing key\(s\) .*{re.escape(conv[2][0])}'):
+                check_checkpoint_fits(downstream, str(runner_file), PROBE.name)
+        else:
+            check_checkpoint_fits(downstream, str(runner_file), PROBE.name)
+# ==================================================================== end of H2 (issue 29)

@@ -1,7 +1,13 @@
 """No checkpoint ever executes code: payloads in every text field of a runner checkpoint and in its pickle, through
 every entry point that reads checkpoints (train --resume / load_from, test, search, export, JetViT(checkpoint=),
 mmengine's loader, mmseg's init_model and its inferencer). Each payload would create a marker file; none may."""
+import hashlib
+import io
 import os
+import pickle
+import re
+import shutil
+import struct
 import sys
 from pathlib import Path
 
@@ -12,6 +18,8 @@ from jetvit_mm.mm.checkpoint import runner_safe_globals
 from jetvit_mm.mm.config_text import literal_assignments, literal_config_text
 
 from .conftest import REPO, run_tool
+from .test_fsdp_runner import train as train_fsdp2
+from .test_supernet import make_teacher_checkpoint
 
 PROBE = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
 DISTILL = REPO / 'tests' / 'configs' / 'distill_supernet_tiny_cityscapes.py'
@@ -234,3 +242,209 @@ def test_every_mmengine_scheme_returns_literal_only_config_text(tmp_path):
         assert loaded['meta']['config'] == "model = {'type': 'X'}\n"
     finally:
         CheckpointLoader._schemes.pop('jetvittest://', None)
+
+
+# ----------------------------------------------------------------------------- sharded (DCP) checkpoints
+SHARDED_TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2, arch='LWLF')
+
+
+def write_sharded(path: Path) -> dict:
+    """An FSDP2 ``'sharded'`` runner checkpoint written in one process: ``path`` (its meta names the DCP directory)
+    and ``<stem>.dcp``, a tiny JetViT's weights under ``model.`` and optimizer hyper-parameters (DCP byte entries)
+    under ``optim.``. Returns the weights."""
+    import torch.distributed.checkpoint as dcp
+
+    from jetvit_mm.models import JetViT
+
+    weights = JetViT(**SHARDED_TINY).state_dict()
+    state = {'model': weights, 'optim': {'param_groups': [{'lr': 0.1, 'betas': (0.9, 0.99), 'params': ['w']}]}}
+    with pytest.warns(UserWarning, match='single process'):
+        dcp.save(state, checkpoint_id=str(path.with_suffix('.dcp')), no_dist=True)
+    torch.save({'state_dict': {}, 'meta': {'fsdp2': 'sharded', 'fsdp2_sharded': path.with_suffix('.dcp').name}}, path)
+    return weights
+
+
+def _unicode(text: str) -> bytes:
+    data = text.encode()
+    return b'X' + struct.pack('<I', len(data)) + data  # pickle's BINUNICODE
+
+
+def dotted_global_payload(marker: Path) -> bytes:
+    """A protocol-4 pickle calling ``os.system`` reached as the dotted name ``os.system`` of DCP's filesystem module
+    (which imports os): allowed by a prefix check on the module, resolved attribute by attribute by pickle."""
+    return (b'\x80\x04' + _unicode('torch.distributed.checkpoint.filesystem') + _unicode('os.system') + b'\x93'
+            + _unicode(f'touch {marker}') + b'\x85R.')
+
+
+def read_metadata_trusted(directory: Path):
+    """The ``.metadata`` of a DCP directory this test wrote itself (plain pickle: test files only)."""
+    with open(directory / '.metadata', 'rb') as f:
+        return pickle.load(f)
+
+
+def test_dcp_metadata_payload_never_runs_on_a_plain_load(tmp_path):
+    """The .metadata reader allowed every global under ``torch.distributed.checkpoint.``: a dotted name there runs a
+    shell command on a plain load of the .pth that points at the directory."""
+    from mmengine.runner import load_checkpoint
+
+    from jetvit_mm.mm import load_local_checkpoint
+    from jetvit_mm.models.checkpoints import UnsafeCheckpointError
+
+    markers = tmp_path / 'markers'
+    markers.mkdir()
+    path = tmp_path / 'iter_2.pth'
+    write_sharded(path)
+    (tmp_path / 'iter_2.dcp' / '.metadata').write_bytes(dotted_global_payload(markers / 'metadata_ran'))
+    refused = (r'iter_2\.dcp/\.metadata: refused the Python global '
+               r'torch\.distributed\.checkpoint\.filesystem\.os\.system')
+    for load in (lambda: load_local_checkpoint(str(path)),
+                 lambda: load_checkpoint(torch.nn.Linear(1, 1), str(path))):  # mmengine's loader
+        with pytest.raises(Exception) as failed:
+            load()
+        assert_no_marker(markers)
+        assert failed.type is UnsafeCheckpointError and re.search(refused, str(failed.value)), failed.value
+
+
+def test_dcp_metadata_payload_never_runs_through_the_search_tool(tmp_path):
+    markers = tmp_path / 'markers'
+    markers.mkdir()
+    path = tmp_path / 'iter_2.pth'
+    write_sharded(path)
+    (tmp_path / 'iter_2.dcp' / '.metadata').write_bytes(dotted_global_payload(markers / 'metadata_ran'))
+    proc = run_tool('search.py', PROBE, path, '--metric', 'distill_loss', '--work-dir', tmp_path / 'search',
+                    check=False)
+    assert_no_marker(markers)
+    assert proc.returncode != 0 and 'refused the Python global' in proc.stderr, proc.stderr[-3000:]
+
+
+def test_truncated_dcp_files_are_named(tmp_path):
+    """A truncated shard or .metadata failed with DCP's internal error, naming no file."""
+    from jetvit_mm.mm import load_local_checkpoint
+
+    path = tmp_path / 'iter_2.pth'
+    weights = write_sharded(path)
+    loaded = load_local_checkpoint(str(path))['state_dict']
+    assert loaded.keys() == weights.keys() and all(torch.equal(loaded[k], v) for k, v in weights.items())
+    directory = tmp_path / 'iter_2.dcp'
+    shard = next(directory.glob('*.distcp'))
+    shard_bytes, metadata_bytes = shard.read_bytes(), (directory / '.metadata').read_bytes()
+    shard.write_bytes(shard_bytes[:len(shard_bytes) // 2])
+    with pytest.raises(ValueError, match=rf'{re.escape(str(shard))} \(a shard of the sharded checkpoint .*\) cannot '
+                                         r'be read \(truncated or damaged'):
+        load_local_checkpoint(str(path))
+    shard.write_bytes(shard_bytes)
+    (directory / '.metadata').write_bytes(metadata_bytes[:len(metadata_bytes) // 2])
+    with pytest.raises(ValueError, match=r'iter_2\.dcp/\.metadata is not a readable DCP metadata file \(truncated'):
+        load_local_checkpoint(str(path))
+
+
+@pytest.fixture(scope='module')
+def sharded_run(tiny_cityscapes, tmp_path_factory) -> dict:
+    """An FSDP2 run on 2 gloo ranks (torchrun) writing sharded checkpoints at iterations 1 and 2."""
+    root = tmp_path_factory.mktemp('sharded_security')
+    teacher = make_teacher_checkpoint(root / 'teacher.pth')
+    train_fsdp2(root / 'run', tiny_cityscapes, teacher, 'train_cfg.max_iters=2', 'default_hooks.checkpoint.interval=1',
+                'model_wrapper_cfg.checkpoint=sharded')
+    return dict(run=root / 'run', teacher=teacher, data=tiny_cityscapes)
+
+
+def copy_sharded(run: Path, iteration: int, dst: Path) -> Path:
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy(run / f'iter_{iteration}.pth', dst / f'iter_{iteration}.pth')
+    shutil.copytree(run / f'iter_{iteration}.dcp', dst / f'iter_{iteration}.dcp')
+    return dst / f'iter_{iteration}.pth'
+
+
+def test_shards_are_covered_by_digests_in_the_pth(sharded_run, tmp_path):
+    """A bit-rotted .distcp shard, or another checkpoint's .dcp directory beside the .pth, loaded silently with other
+    weights."""
+    from jetvit_mm.mm import load_local_checkpoint
+    from jetvit_mm.models.checkpoints import DamagedCheckpointError, read_checkpoint
+
+    run = sharded_run['run']
+    intact = load_local_checkpoint(str(run / 'iter_2.pth'))['state_dict']
+    path = copy_sharded(run, 2, tmp_path / 'rot')
+    shard = sorted((tmp_path / 'rot' / 'iter_2.dcp').glob('*.distcp'))[1]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    for load in (lambda: load_local_checkpoint(str(path)), lambda: read_checkpoint(path)):
+        with pytest.raises(DamagedCheckpointError, match=rf'{re.escape(str(shard))} does not match the digest'):
+            load()
+    path = copy_sharded(run, 2, tmp_path / 'foreign')
+    shutil.rmtree(tmp_path / 'foreign' / 'iter_2.dcp')
+    shutil.copytree(run / 'iter_1.dcp', tmp_path / 'foreign' / 'iter_2.dcp')  # another checkpoint's directory
+    with pytest.raises(DamagedCheckpointError, match=r'foreign/iter_2\.dcp/\S+ does not match the digest'):
+        load_local_checkpoint(str(path))
+    digests = _load_raw(run / 'iter_2.pth')['meta']['fsdp2_sharded_digests']  # every file, .metadata included
+    assert sorted(digests) == sorted(p.name for p in (run / 'iter_2.dcp').iterdir())
+    assert intact.keys() == load_local_checkpoint(str(run / 'iter_2.pth'))['state_dict'].keys()
+
+
+def resign_shards(pth: Path) -> None:
+    """Record the current digests of ``pth``'s DCP files in its meta, as anyone who edits the files can (the digests
+    guard against damage and mix-ups, not against an attacker): the payload then reaches the reader. A .pth written
+    before digests has none to update."""
+    raw = _load_raw(pth)
+    digests = raw['meta'].get('fsdp2_sharded_digests')
+    if digests is not None:
+        directory = pth.with_suffix('.dcp')
+        for name in digests:
+            digests[name] = 'sha256:' + hashlib.sha256((directory / name).read_bytes()).hexdigest()
+        torch.save(raw, pth)
+
+
+def poison_byte_entry(directory: Path, marker: Path) -> str:
+    """Point one optimizer byte entry (a hyper-parameter DCP reads with torch.load) of ``directory`` at a pickle
+    that would create ``marker``, appended to its shard file; returns the entry's name."""
+    metadata = read_metadata_trusted(directory)
+    fqn, index = next((index.fqn, index) for index in metadata.storage_data
+                      if index.fqn.startswith('optim.param_groups.') and index.fqn.endswith('.lr'))
+    info = metadata.storage_data[index]
+    payload = io.BytesIO()
+    torch.save(_Exploit(marker), payload)
+    shard = directory / info.relative_path
+    info.offset, info.length = shard.stat().st_size, len(payload.getvalue())
+    with open(shard, 'ab') as f:
+        f.write(payload.getvalue())
+    with open(directory / '.metadata', 'wb') as f:
+        pickle.dump(metadata, f)
+    return fqn
+
+
+def test_fsdp2_resume_never_unpickles_a_byte_entry(sharded_run, tmp_path):
+    """On --resume of an FSDP2 run DCP read the optimizer's byte entries with torch.load(weights_only=False): a pickle
+    placed there ran on every rank."""
+    markers = tmp_path / 'markers'
+    markers.mkdir()
+    work = tmp_path / 'work'
+    pth = copy_sharded(sharded_run['run'], 1, work)
+    fqn = poison_byte_entry(work / 'iter_1.dcp', markers / 'byte_entry_ran')
+    resign_shards(pth)
+    (work / 'last_checkpoint').write_text(str(pth))
+    try:
+        train_fsdp2(work, sharded_run['data'], sharded_run['teacher'], 'train_cfg.max_iters=2',
+                    'default_hooks.checkpoint.interval=1', 'model_wrapper_cfg.checkpoint=sharded', resume=True)
+        failure = None
+    except AssertionError as failed:  # the run's output
+        failure = str(failed)
+    assert_no_marker(markers)
+    assert failure is not None, 'the resume accepted a pickle in a byte entry'
+    assert f"its entry '{fqn}' was refused by safe loading" in failure, failure[-3000:]
+    assert re.search(r'iter_1\.dcp/__\d_\d\.distcp: ', failure), failure[-3000:]
+
+
+def test_fsdp2_resume_refuses_a_damaged_shard(sharded_run, tmp_path):
+    """On --resume of an FSDP2 run (each rank checks its share of the files), a bit-rotted shard is refused on every
+    rank, naming the file."""
+    work = tmp_path / 'work'
+    pth = copy_sharded(sharded_run['run'], 1, work)
+    shard = sorted((work / 'iter_1.dcp').glob('*.distcp'))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    (work / 'last_checkpoint').write_text(str(pth))
+    with pytest.raises(AssertionError) as failed:
+        train_fsdp2(work, sharded_run['data'], sharded_run['teacher'], 'train_cfg.max_iters=2',
+                    'default_hooks.checkpoint.interval=1', 'model_wrapper_cfg.checkpoint=sharded', resume=True)
+    assert f'{shard} does not match the digest recorded for it' in str(failed.value), str(failed.value)[-3000:]

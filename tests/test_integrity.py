@@ -148,3 +148,36 @@ def test_project_writers_add_the_digest(tmp_path):
     checkpoint = {'state_dict': {'w': torch.ones(2)}, 'meta': {'iter': 2}}
     CheckpointDigestHook().before_save_checkpoint(None, checkpoint)
     assert checkpoint['meta'][DIGEST_META_KEY] == tensor_digest(checkpoint)
+
+
+# ----------------------------------------------------------------------------- safetensors parsed, never sniffed
+def safetensors_starting_with(path: Path, state: dict, head: bytes) -> Path:
+    """``state`` saved as safetensors with its metadata padded so that the file starts with ``head`` (2 bytes): a
+    safetensors file starts with its header's length, a little-endian u64."""
+    from safetensors.torch import save_file
+
+    def header_length(pad: int) -> int:
+        save_file(state, str(path), metadata={'pad': 'x' * pad})
+        return struct.unpack('<Q', path.read_bytes()[:8])[0]
+
+    low, base = int.from_bytes(head, 'little'), header_length(0)
+    length = low + 0x10000 * max(0, -(-(base - low) // 0x10000))  # the first length >= base whose low bytes are head
+    for pad in range(max(0, length - base - 16), length - base + 16):
+        if header_length(pad) == length:
+            return path
+    raise AssertionError(f'no padding gives a header of {length} bytes')
+
+
+@pytest.mark.parametrize('head', [b'\x80\x02', b'PK'], ids=['pickle-protocol-2', 'zip'])
+def test_valid_safetensors_whose_header_length_reads_like_a_torch_file_load(tmp_path, head):
+    """A safetensors file starts with its header length: a valid file whose length's low byte is 0x80 (here with a
+    pickle protocol number after it), or whose two low bytes read 'PK', was refused as a torch checkpoint."""
+    from jetvit_mm.models.checkpoints import read_state_dict
+
+    model = JetViT(**TINY)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    path = safetensors_starting_with(tmp_path / 'model.safetensors', state, head)
+    assert path.read_bytes()[:2] == head
+    for loaded in (read_state_dict(path), read_checkpoint(path)[0]):
+        assert loaded.keys() == state.keys() and all(torch.equal(loaded[k], v) for k, v in state.items())
+    JetViT(**TINY, checkpoint=path)

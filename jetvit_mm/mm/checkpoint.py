@@ -153,8 +153,9 @@ def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> 
     if isinstance(backbone, JetViT):
         saved = saved_spec(state, raw.get('meta') or {}, 'backbone.', filename)
         check_spec(saved, backbone.spec, filename, what='model')
-        if saved is None or saved.is_teacher:
-            optional |= {f'backbone.{name}' for name in backbone.new_parameter_names()}
+        new = {f'backbone.{name}' for name in backbone.new_parameter_names()}
+        if (saved is None or saved.is_teacher) and not new & state.keys():  # a teacher's: none of them, not some
+            optional |= new
     own = {k: v for k, v in model.state_dict().items() if not k.startswith('data_preprocessor.')}
     missing = sorted(k for k in own if k not in state and k not in optional)
     shapes = sorted(f'{k}: {tuple(state[k].shape)} vs {tuple(v.shape)}' for k, v in own.items()

@@ -54,6 +54,20 @@ def _v1_mixers(options: Optional[Mapping[str, Mapping[str, Any]]]) -> Optional[D
     return out
 
 
+def _spec_bytes(tensor: torch.Tensor, source: str) -> torch.Tensor:
+    """``tensor`` (a spec tensor cast to another real dtype) back as uint8, when it still holds the bytes 0-255
+    exactly; else ValueError naming the key and the dtype it needs."""
+    values = None
+    if not (tensor.is_complex() or tensor.dtype == torch.bool):
+        values = tensor.detach().cpu().to(torch.float64)
+    if values is None or not (torch.isfinite(values).all() and torch.equal(values, values.round())
+                              and (values.numel() == 0 or (values.min() >= 0 and values.max() <= 255))):
+        raise ValueError(f'{source}: {SPEC_KEY} is not a JetViT arch spec: expected a 1-D uint8 tensor of JSON (or '
+                         f'one cast to a float / integer dtype that keeps its bytes 0-255 exact), got dtype '
+                         f'{tensor.dtype} whose values are not such bytes')
+    return values.to(torch.uint8)
+
+
 @dataclass(frozen=True)
 class ArchSpec:
     """What a JetViT (or a supernet) computes beyond its weights.
@@ -135,13 +149,21 @@ class ArchSpec:
 
     @classmethod
     def from_tensor(cls, tensor: Any, source: str = 'checkpoint') -> 'ArchSpec':
-        if not torch.is_tensor(tensor) or tensor.dtype != torch.uint8 or tensor.dim() != 1:
+        """The spec a state dict's ``_extra_state`` holds. A state dict cast whole to another dtype (``.half()``,
+        bf16, ...) still reads: fp16, bf16 and every wider dtype hold its bytes 0-255 exactly; they are read back as
+        uint8."""
+        if not torch.is_tensor(tensor) or tensor.dim() != 1:
+            got = f'a {tensor.dim()}-D tensor' if torch.is_tensor(tensor) else type(tensor).__name__
             raise ValueError(f'{source}: {SPEC_KEY} is not a JetViT arch spec (expected a 1-D uint8 tensor of JSON, '
-                             f'got {type(tensor).__name__})')
+                             f'got {got})')
+        cast = ''
+        if tensor.dtype != torch.uint8:
+            cast = f'; expected a 1-D uint8 tensor of JSON, got dtype {tensor.dtype}, which may not hold its bytes'
+            tensor = _spec_bytes(tensor, source)
         try:
             data = json.loads(bytes(tensor.tolist()).decode())
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f'{source}: {SPEC_KEY} does not hold readable JSON ({error})') from None
+            raise ValueError(f'{source}: {SPEC_KEY} does not hold readable JSON ({error}{cast})') from None
         return cls.from_dict(data, source)
 
     # ---------------------------------------------------------------------------------------------- comparison

@@ -293,7 +293,7 @@ class JetViT(nn.Module):
                                saved: Optional[ArchSpec] = None) -> None:
         """Strict load of JetViT-named weights, checked against the spec they were saved with (the state's own, else
         ``saved``). A teacher's weights (no spec, or all F) may lack the L mixers' new parameters (kept as
-        initialised); a hybrid's may not."""
+        initialised); a hybrid's may not, nor may weights without a spec that hold some of them."""
         own = self.state_dict()
         state = dict(state)
         if SPEC_KEY in state:
@@ -304,8 +304,9 @@ class JetViT(nn.Module):
         if self.rope is not None and self.rope_periods == 'computed':
             state.pop('rope.periods', None)
         optional = ['rope.periods', SPEC_KEY]  # timm / Hugging Face files: computed periods; files without a spec
-        if saved is None or saved.is_teacher:
-            optional += self.new_parameter_names()
+        new = self.new_parameter_names()
+        if (saved is None or saved.is_teacher) and not any(name in state for name in new):
+            optional += new  # a teacher's weights; a file with some of them must have all (missing ones are named)
         check_state_keys(own, state, f'JetViT({self.model_name}, embed_dim={self.embed_dim}, depth={self.depth}, '
                          f'num_heads={self.num_heads})', source, optional=optional)
         self.load_state_dict(state, strict=False)

@@ -1,17 +1,18 @@
 """Integrity of checkpoint files: a digest of their tensors written with them and checked on load, the CRC-32 of
-every record of a zip checkpoint, and atomic writes. torch's own reader checks neither: a file with bytes zeroed
-inside a tensor record loads silently with a changed weight."""
+every record of a zip checkpoint, the digest of every file of a sharded (DCP) checkpoint, and atomic writes. torch's
+own reader checks none of these: a file with bytes zeroed inside a tensor record loads silently with a changed
+weight."""
 import hashlib
 import os
 import uuid
 import zipfile
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Optional, Tuple, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterator, Optional, Tuple, Union
 
 import torch
 
-__all__ = ['DIGEST_META_KEY', 'DamagedCheckpointError', 'atomic_write', 'check_zip_records', 'save_checkpoint',
-           'tensor_digest', 'verify_digest', 'with_digest']
+__all__ = ['DIGEST_META_KEY', 'DamagedCheckpointError', 'atomic_write', 'check_zip_records', 'file_digest',
+           'save_checkpoint', 'tensor_digest', 'verify_digest', 'verify_file_digests', 'with_digest']
 
 DIGEST_META_KEY = 'tensor_digest'  # in a checkpoint's 'meta': 'sha256:<hex>' of every tensor outside 'meta'
 ALGORITHM = 'sha256'
@@ -81,6 +82,38 @@ def verify_digest(checkpoint: Any, source: Union[str, Path]) -> None:
         raise DamagedCheckpointError(
             f'{source} is damaged: its tensors do not match the digest written with them (saved {saved[:23]}..., '
             f'found {found[:23]}...); the file changed after it was written: copy or save it again')
+
+
+def file_digest(path: Union[str, Path]) -> str:
+    """``'sha256:<hex>'`` of a file's bytes (the shards of a sharded checkpoint, whose tensors torch does not
+    check)."""
+    h = hashlib.new(ALGORITHM)
+    with open(path, 'rb') as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return f'{ALGORITHM}:{h.hexdigest()}'
+
+
+def verify_file_digests(directory: Union[str, Path], digests: Dict[str, str], source: Union[str, Path]) -> None:
+    """Refuse the files of ``directory`` that differ from ``digests`` (``{file name: digest}``, recorded in
+    ``source``'s meta when they were written), or are missing, naming the file."""
+    for name, saved in sorted(digests.items(), key=lambda item: str(item[0])):
+        path = Path(directory) / str(name)
+        if not isinstance(name, str) or Path(name).name != name or name in ('', '.', '..'):
+            raise DamagedCheckpointError(f'{source} records a digest for {name!r}, not a file name; the file is '
+                                         'damaged or was edited')
+        if not path.is_file():
+            raise DamagedCheckpointError(f'{path} is missing: {source} was written with it (copy the whole '
+                                         'directory along with the checkpoint)')
+        if not isinstance(saved, str) or not saved.startswith(f'{ALGORITHM}:'):
+            raise DamagedCheckpointError(f'{source}: the digest recorded for {path} is {saved!r}, not a {ALGORITHM} '
+                                         'digest; the file is damaged or was edited')
+        found = file_digest(path)
+        if found != saved:
+            raise DamagedCheckpointError(
+                f'{path} does not match the digest recorded for it in {source} (saved {saved[:23]}..., found '
+                f'{found[:23]}...): it changed after it was written, or belongs to another checkpoint; copy the '
+                'checkpoint and its directory again')
 
 
 def check_zip_records(path: Union[str, Path], names: Optional[Tuple[str, ...]] = None) -> None:

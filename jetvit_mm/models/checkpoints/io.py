@@ -1,7 +1,7 @@
 """Reading external weight files safely: torch's weights-only unpickler or safetensors, nothing else."""
 import pickle
 from pathlib import Path
-from typing import Any, Dict, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -72,27 +72,42 @@ def _load_pth(path: Path) -> Any:
                 'file stays refused') from None
         try:
             return loader(str(path))
+        except UnsafeCheckpointError as own:  # the loader's own refusal, worded (of this file, or of a file of the
+            raise own from None  # sharded checkpoint it points at)
         except pickle.UnpicklingError:
             raise refused from None
 
 
 def _load_safetensors(path: Path) -> Dict[str, torch.Tensor]:
-    """The tensors of a ``.safetensors`` file; a torch checkpoint under that name, or a file that is not valid
-    safetensors (truncated, random bytes), is refused with the file named. Nothing is ever unpickled here."""
+    """The tensors of a ``.safetensors`` file, parsed by safetensors (which never unpickles). A file it cannot parse
+    is refused with the file named: as a torch checkpoint under that name when it starts like one (a zip archive or
+    a pickle), else as not readable (truncated, random bytes). The first bytes are looked at only to word that
+    error: a valid file's header length (its first 8 bytes) may start with any bytes, ``PK`` and 0x80 included."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    with open(path, 'rb') as f:
-        head = f.read(2)
-    if head == b'PK' or head[:1] == b'\x80':
-        kind = 'a zip archive' if head == b'PK' else 'a pickle'
-        raise ValueError(f'{path} is named .safetensors but holds a torch checkpoint ({kind}), not safetensors; '
-                         f'if it is one, rename it .pth to load it with torch.load(weights_only=True)')
     try:
         return load_file(str(path), device='cpu')
     except (SafetensorError, OSError) as error:
-        raise ValueError(f'{path} is not a readable .safetensors file (truncated, corrupt or another format): '
-                         f'{error}') from None
+        failure = error
+    with open(path, 'rb') as f:
+        head = f.read(2)
+    kind = _torch_file_kind(head)
+    if kind is not None:
+        raise ValueError(f'{path} is named .safetensors but holds a torch checkpoint ({kind}), not safetensors; '
+                         f'if it is one, rename it .pth to load it with torch.load(weights_only=True)')
+    raise ValueError(f'{path} is not a readable .safetensors file (truncated, corrupt or another format): '
+                     f'{failure}')
+
+
+def _torch_file_kind(head: bytes) -> Optional[str]:
+    """``'a zip archive'`` or ``'a pickle'`` when ``head`` (a file's first two bytes) starts a torch checkpoint (a
+    zip, or a legacy pickle: the PROTO opcode 0x80 and a protocol 2-5), else None."""
+    if head == b'PK':
+        return 'a zip archive'
+    if len(head) == 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return 'a pickle'
+    return None
 
 
 def read_state_dict(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
