@@ -1,9 +1,12 @@
-"""W with FlexAttention: patch tokens in window-major order, one window per block pair, prefix tokens last.
+"""W with FlexAttention: patch queries in window-major order, one window per block pair; the prefix queries apart.
 
 The RoPE pass writes q and k straight into window-major order (one fused kernel under torch.compile, the pass F
-makes too); v is gathered in the same kernel. Each window (its ``wh * ww`` patches, padded to a multiple of
-FlexAttention's 128-token block) attends to itself and to the prefix keys, and prefix queries to every real token,
-so the block mask skips all other blocks: the work is the window attention's, not a masked full attention's.
+makes too); v is gathered in the same kernel. Each window's queries (its ``wh * ww`` patches, padded to a multiple
+of FlexAttention's 128-token block) attend to the window and to the prefix keys, so the block mask skips all other
+blocks: the work is the window attention's, not a masked full attention's. The few prefix queries attend to every
+real token; in the Flex call they would fill one query block whose mask row allows every key block, and Flex does
+not split a query block over keys, so one program per head would walk the whole sequence alone. They go through
+SDPA over the row-major keys instead, whose kernels split long key ranges.
 """
 import functools
 from typing import Optional, Tuple
@@ -21,37 +24,64 @@ def _layout(grid_size: Tuple[int, int], window: Tuple[int, int]) -> Tuple[int, i
     return -(-h // wh), -(-w // ww), -(-wh * ww // BLOCK) * BLOCK
 
 
-def window_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int],
-                 num_prefix_tokens: int) -> torch.Tensor:
-    """``[B, H, P + h * w, C]`` -> ``[B, H, windows * slots + P, C]``: windows in order, zero-padded, prefix last."""
+def window_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
+                 keep_prefix: bool = True) -> torch.Tensor:
+    """``[B, H, P + h * w, C]`` -> ``[B, H, windows * slots (+ P), C]``: windows in order, zero-padded, then the
+    prefix tokens (``keep_prefix``: the keys and values) or nothing (the patch queries)."""
     B, H, _, C = x.shape
     (h, w), (wh, ww) = grid_size, window
     nh, nw, slots = _layout(grid_size, window)
     grid = x[:, :, num_prefix_tokens:].reshape(B, H, h, w, C)
     grid = torch.nn.functional.pad(grid, (0, 0, 0, nw * ww - w, 0, nh * wh - h))
     windows = grid.reshape(B, H, nh, wh, nw, ww, C).permute(0, 1, 2, 4, 3, 5, 6).reshape(B, H, nh * nw, wh * ww, C)
+    if not keep_prefix:
+        return window_major_queries(x, grid_size, window, num_prefix_tokens)
     out = x.new_zeros(B, H, nh * nw * slots + num_prefix_tokens, C)  # one 4-D buffer, as FlexAttention takes it
     out[:, :, :nh * nw * slots].view(B, H, nh * nw, slots, C)[:, :, :, :wh * ww] = windows
     out[:, :, nh * nw * slots:] = x[:, :, :num_prefix_tokens]
     return out
 
 
-def row_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int],
-              num_prefix_tokens: int) -> torch.Tensor:
-    """Inverse of :func:`window_major` with heads merged: ``[B, P + h * w, H * C]``."""
-    B, H, _, C = x.shape
+@functools.lru_cache(maxsize=16)
+def _query_order(grid_size: Tuple[int, int], window: Tuple[int, int], device: torch.device) -> torch.Tensor:
+    """For each window-major query slot, the row-major patch it holds; padding slots point one past the last patch."""
     (h, w), (wh, ww) = grid_size, window
     nh, nw, slots = _layout(grid_size, window)
-    windows = x[:, :, :nh * nw * slots].reshape(B, H, nh, nw, slots, C)[:, :, :, :, :wh * ww]
+    win, pos = torch.arange(nh * nw * slots).div(slots, rounding_mode='floor'), torch.arange(nh * nw * slots) % slots
+    row = (win // nw) * wh + pos // ww
+    col = (win % nw) * ww + pos % ww
+    real = (pos < wh * ww) & (row < h) & (col < w)
+    return torch.where(real, row * w + col, h * w).to(device)
+
+
+def window_major_queries(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int],
+                         num_prefix_tokens: int) -> torch.Tensor:
+    """The patch rows of ``x`` (``[B, H, P + h * w, C]``) in window-major order, padding slots zero:
+    ``[B, H, windows * slots, C]``, gathered in one pass into a plain 4-D buffer (inductor's CPU Flex template reads
+    the query's underlying buffer as 4-D, which a write through a 5-D window view would not be)."""
+    patches = torch.nn.functional.pad(x[:, :, num_prefix_tokens:], (0, 0, 0, 1))  # one zero row for the padding
+    build = _query_order.__wrapped__ if torch.compiler.is_compiling() else _query_order  # traced: built in the graph
+    return patches[:, :, build(tuple(grid_size), tuple(window), x.device)]
+
+
+def row_major(patches: torch.Tensor, prefix: torch.Tensor, grid_size: Tuple[int, int],
+              window: Tuple[int, int]) -> torch.Tensor:
+    """The window-major patch outputs ``[B, H, windows * slots, C]`` back in row-major order after the prefix
+    outputs ``[B, H, P, C]``, heads merged: ``[B, P + h * w, H * C]``."""
+    B, H, _, C = patches.shape
+    (h, w), (wh, ww) = grid_size, window
+    nh, nw, slots = _layout(grid_size, window)
+    windows = patches.reshape(B, H, nh, nw, slots, C)[:, :, :, :, :wh * ww]
     grid = windows.reshape(B, H, nh, nw, wh, ww, C).permute(0, 2, 4, 3, 5, 1, 6).reshape(B, nh * wh, nw * ww, H * C)
-    patches = grid[:, :h, :w].reshape(B, h * w, H * C)
-    prefix = x[:, :, nh * nw * slots:].transpose(1, 2).reshape(B, num_prefix_tokens, H * C)
-    return torch.cat([prefix, patches], dim=1)
+    out = grid[:, :h, :w].reshape(B, h * w, H * C)
+    if prefix.shape[2]:
+        out = torch.cat([prefix.transpose(1, 2).reshape(B, prefix.shape[2], H * C), out], dim=1)
+    return out
 
 
 def window_mask_mod(grid_size: Tuple[int, int], window: Tuple[int, int]):
     """FlexAttention ``mask_mod`` of the window-major layout: a patch query (or a padding slot) sees its window's real
-    patches and the prefix keys; a prefix query sees every real token."""
+    patches and the prefix keys (the keys after the windows)."""
     (h, w), (wh, ww) = grid_size, window
     nh, nw, slots = _layout(grid_size, window)
     patches = nh * nw * slots
@@ -64,7 +94,7 @@ def window_mask_mod(grid_size: Tuple[int, int], window: Tuple[int, int]):
     def mask_mod(b, head, q_index, kv_index):
         key_prefix = kv_index >= patches
         same_window = (q_index // slots) == (kv_index // slots)
-        return key_prefix | (real(kv_index) & ((q_index >= patches) | same_window))
+        return key_prefix | (real(kv_index) & same_window)
 
     return mask_mod
 
@@ -72,13 +102,14 @@ def window_mask_mod(grid_size: Tuple[int, int], window: Tuple[int, int]):
 @functools.lru_cache(maxsize=16)
 def window_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
                       device: torch.device):
-    """The BlockMask of :func:`window_mask_mod` (built once per grid, window, prefix and device)."""
+    """The BlockMask of :func:`window_mask_mod`, the patch queries against all keys (built once per grid, window,
+    prefix and device)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     nh, nw, slots = _layout(grid_size, window)
-    length = nh * nw * slots + num_prefix_tokens
-    return create_block_mask(window_mask_mod(grid_size, window), None, None, length, length, device=device,
-                             BLOCK_SIZE=BLOCK)
+    queries = nh * nw * slots
+    return create_block_mask(window_mask_mod(grid_size, window), None, None, queries, queries + num_prefix_tokens,
+                             device=device, BLOCK_SIZE=BLOCK)
 
 
 def flex_window_attention(
@@ -99,6 +130,9 @@ def flex_window_attention(
     q, k, v = qkv.reshape(B, N, 3, num_heads, D3 // (3 * num_heads)).permute(2, 0, 3, 1, 4).unbind(0)
     if rope is not None:
         q, k = rotate_query_key(q, k, rope, num_prefix_tokens, rotate_half)
-    q, k, v = (window_major(t, grid_size, window, num_prefix_tokens) for t in (q, k, v))
-    out = flex_attention(q, k, v, block_mask=block_mask)
-    return row_major(out, grid_size, window, num_prefix_tokens)
+    # the prefix queries see every real token: SDPA over the row-major keys
+    prefix = torch.nn.functional.scaled_dot_product_attention(q[:, :, :num_prefix_tokens], k, v)
+    patches = flex_attention(window_major(q, grid_size, window, num_prefix_tokens, keep_prefix=False),
+                             window_major(k, grid_size, window, num_prefix_tokens),
+                             window_major(v, grid_size, window, num_prefix_tokens), block_mask=block_mask)
+    return row_major(patches, prefix, grid_size, window)
