@@ -14,6 +14,7 @@ from .kernels import (
     select_linear_kernel,
     triton_linear_attention,
 )
+from .kernels.selfcheck import fast_path_ok
 from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
 from .squeeze_conv import SqueezeDynamicConv, build_value_conv, squeeze_conv_tokens
 
@@ -140,13 +141,24 @@ class LinearAttention(TokenMixer):
         qkv_flat = self.qkv(x)
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
         path = select_linear_kernel(self.kernel, x.device, x.numel(), needs_grad)
+        if path != 'torch' and not fast_path_ok(path, x.device, x.dtype,
+                                                lambda: self.self_check_outputs(path, x, grid_size, rope)):
+            path = 'torch'
+        return self.proj_drop(self.proj(self.attend(qkv_flat, grid_size, rope, path, x.dtype)))
+
+    def attend(self, qkv_flat: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor],
+               path: str, dtype: torch.dtype) -> torch.Tensor:
+        """Linear attention plus the conv term of ``qkv_flat`` (``[B, N, 3 * D]``) on ``path``, before ``proj``:
+        ``[B, N, D]`` in ``dtype`` (the mixer input's)."""
+        B, N, D3 = qkv_flat.shape
+        P = self.num_prefix_tokens
         qkv = qkv_flat.reshape(B, N, 3, self.num_heads, self.head_dim)
         if path == 'torch':
             q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-            out = self.linear_attention(q, k, v, rope).transpose(1, 2).reshape(B, N, D).to(x.dtype)
+            out = self.linear_attention(q, k, v, rope).transpose(1, 2).reshape(B, N, D3 // 3).to(dtype)
             if self.conv is not None:
                 out[:, P:] += self.value_conv(qkv, grid_size)  # out: a fresh tensor no autograd node saved
-            return self.proj_drop(self.proj(out))
+            return out
         table = None
         if rope is not None and self.rope_numerator:
             check_rope(rope, N - P, self.head_dim)
@@ -159,7 +171,19 @@ class LinearAttention(TokenMixer):
             out = compiled(fused_linear_attention)(*args)
         else:  # 'fused': traced by a surrounding torch.compile
             out = fused_linear_attention(*args)
-        return self.proj_drop(self.proj(out.to(x.dtype)))
+        return out.to(dtype)
+
+    def self_check_outputs(self, path: str, like: torch.Tensor, grid_size: Tuple[int, int],
+                           rope: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``path`` and the torch path on one small input like ``like`` (an odd grid of at most 5 x 7 tokens), for
+        :func:`~jetvit_mm.models.mixers.kernels.selfcheck.fast_path_ok`."""
+        grid = (min(grid_size[0], 5), min(grid_size[1], 7))
+        x = torch.randn(2, self.num_prefix_tokens + grid[0] * grid[1], like.shape[-1],
+                        generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
+        qkv_flat = self.qkv(x)
+        small_rope = None if rope is None else rope[:grid[0] * grid[1]]
+        return (self.attend(qkv_flat, grid, small_rope, path, like.dtype),
+                self.attend(qkv_flat, grid, small_rope, 'torch', like.dtype))
 
     def fast_value_conv(self, qkv_flat: torch.Tensor, grid_size: Tuple[int, int], path: str) -> torch.Tensor:
         """The conv term for the fast paths: the squeeze conv as one pure function (compiled with ``'compile'``,

@@ -8,6 +8,7 @@ from torch import nn
 from ..tracing import exporting
 from .base import TokenMixer
 from .kernels import WINDOW_KERNELS, check_kernel, compiled, flex_window_attention, select_window_kernel
+from .kernels.selfcheck import fast_path_ok
 from .kernels.window_compiled import padded_window_attention
 from .kernels.window_flex import window_block_mask
 from .rope import check_num_tokens, rotate_query_key
@@ -117,8 +118,6 @@ class WindowAttention(TokenMixer):
         B, N, D = x.shape
         P = self.num_prefix_tokens
         check_num_tokens(N, P, grid_size)
-        h, w = grid_size
-        window = (min(self.window_size, h), min(self.window_size, w))
         qkv = self.qkv(x)
         if exporting():  # a symbolic grid (ONNX): the same attention as one masked full attention
             out = masked_window_attention(qkv, tuple(grid_size), self.window_size, self.num_heads, P, rope,
@@ -127,17 +126,35 @@ class WindowAttention(TokenMixer):
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
         dropout = self.training and self.attn_drop.p > 0  # the fast paths have no attention dropout
         path = select_window_kernel(self.kernel, x.device, x.numel(), needs_grad or dropout)
-        args = (qkv, tuple(grid_size), window, self.num_heads, P, rope, self.rotate_half)
+        if path != 'torch' and not fast_path_ok(path, x.device, x.dtype,
+                                                lambda: self.self_check_outputs(path, x, grid_size, rope)):
+            path = 'torch'
+        return self.proj_drop(self.proj(self.attend(qkv, tuple(grid_size), rope, path)))
+
+    def attend(self, qkv: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor],
+               path: str) -> torch.Tensor:
+        """The window attention of ``qkv`` (``[B, N, 3 * D]``) on ``path``, before ``proj``: ``[B, N, D]``."""
+        P = self.num_prefix_tokens
+        window = (min(self.window_size, grid_size[0]), min(self.window_size, grid_size[1]))
+        args = (qkv, grid_size, window, self.num_heads, P, rope, self.rotate_half)
         if path == 'flex':
             if torch.compiler.is_compiling():  # traced inline, mask construction included
-                block_mask = window_block_mask.__wrapped__(tuple(grid_size), window, P, x.device)
-                out = flex_window_attention(*args, block_mask)
-            else:
-                block_mask = window_block_mask(tuple(grid_size), window, P, x.device)
-                out = compiled(flex_window_attention)(*args, block_mask)
-        elif path == 'compile':
+                block_mask = window_block_mask.__wrapped__(grid_size, window, P, qkv.device)
+                return flex_window_attention(*args, block_mask)
+            block_mask = window_block_mask(grid_size, window, P, qkv.device)
+            return compiled(flex_window_attention)(*args, block_mask)
+        if path == 'compile':
             padded = padded_window_attention if torch.compiler.is_compiling() else compiled(padded_window_attention)
-            out = padded(*args)
-        else:
-            out = window_attention(*args, dropout_p=self.attn_drop.p if self.training else 0.)
-        return self.proj_drop(self.proj(out))
+            return padded(*args)
+        return window_attention(*args, dropout_p=self.attn_drop.p if self.training else 0.)
+
+    def self_check_outputs(self, path: str, like: torch.Tensor, grid_size: Tuple[int, int],
+                           rope: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``path`` and the torch path on one small input like ``like`` (a grid of a few windows, at most the real
+        grid), for :func:`~jetvit_mm.models.mixers.kernels.selfcheck.fast_path_ok`."""
+        grid = (min(grid_size[0], self.window_size + 1), min(grid_size[1], self.window_size + 3))
+        x = torch.randn(2, self.num_prefix_tokens + grid[0] * grid[1], like.shape[-1],
+                        generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
+        qkv = self.qkv(x)
+        small_rope = None if rope is None else rope[:grid[0] * grid[1]]
+        return self.attend(qkv, grid, small_rope, path), self.attend(qkv, grid, small_rope, 'torch')

@@ -1,0 +1,61 @@
+"""The fast kernels' self-check: the first time a fast path runs on a device and dtype, the mixer runs it and the torch
+path on one small input and compares them. On an exception or a mismatch it warns once, naming the kernel, the device
+and the error, and that device keeps the torch path for that kernel and dtype for the rest of the process. A user on
+a GPU nobody here has tried (an older card, another Triton) gets correct results, slower.
+
+Not checked: the formulations an outer ``torch.compile`` traces inline (they run inside the caller's graph); a
+verdict already reached is still honoured there.
+"""
+import warnings
+from typing import Callable, Dict, Optional, Tuple
+
+import torch
+
+# (kernel, device, dtype) -> whether the fast path agreed with the torch path
+_VERDICTS: Dict[Tuple[str, str, torch.dtype], bool] = {}
+# how far a fast path may be from the torch path on the probe, in units of the output's scale: a wrong kernel is off
+# by the scale itself; these leave room for the dtype's rounding (bf16's spacing is 2^-7)
+TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-6, torch.bfloat16: 6e-2, torch.float16: 1e-2}
+
+Probe = Callable[[], Tuple[torch.Tensor, torch.Tensor]]
+
+
+def mismatch(fast: torch.Tensor, reference: torch.Tensor) -> Optional[str]:
+    """Why ``fast`` does not stand for ``reference`` (None when it does)."""
+    if fast.shape != reference.shape or fast.dtype != reference.dtype:
+        return f'output {tuple(fast.shape)} {fast.dtype}, expected {tuple(reference.shape)} {reference.dtype}'
+    if not torch.isfinite(fast).all():
+        return 'non-finite outputs'
+    scale = reference.float().abs().max().item() or 1.0
+    error = (fast.float() - reference.float()).abs().max().item()
+    tolerance = TOLERANCE.get(reference.dtype, 1e-2)
+    if error > tolerance * scale:
+        return f'max difference {error:.3g} from the torch path at output scale {scale:.3g} (tolerance {tolerance:g})'
+    return None
+
+
+def fast_path_ok(kernel: str, device: torch.device, dtype: torch.dtype, probe: Probe) -> bool:
+    """Whether ``kernel`` may run on ``device`` for ``dtype``: decided once, by ``probe`` (which returns the fast and
+    the torch path's outputs on a small input), and remembered for the process."""
+    key = (kernel, str(device), dtype)
+    verdict = _VERDICTS.get(key)
+    if verdict is not None:
+        return verdict
+    if torch.compiler.is_compiling():
+        return True  # the caller's graph traces the formulation itself; nothing runs here
+    try:
+        with torch.no_grad():
+            problem = mismatch(*probe())
+    except Exception as error:  # any failure of the kernel (compiler, driver, Triton) means: not on this device
+        problem = f'{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ""}'
+    _VERDICTS[key] = problem is None
+    if problem is not None:
+        warnings.warn(f'jetvit_mm: the fast kernel {kernel!r} failed its self-check on {device} ({dtype}): '
+                      f'{problem}. The torch path (the reference, slower) runs there instead for the rest of this '
+                      'process.', RuntimeWarning, stacklevel=3)
+    return problem is None
+
+
+def forget_verdicts() -> None:
+    """Check every kernel afresh at its next use (tests; after changing a kernel's code at run time)."""
+    _VERDICTS.clear()
