@@ -167,7 +167,7 @@ def load_model(config, checkpoint: Optional[str], device: str = 'cpu'):
     return model.eval()
 
 
-def test_pipeline(model, name: Optional[str] = None):
+def inference_pipeline(model, name: Optional[str] = None):
     """``model``'s test pipeline for an image in memory (``dict(img=BGR array)``), as a
     :class:`~jetvit_mm.mm.image_pipeline.CheckedPipeline` whose errors name ``name``."""
     from mmengine.dataset import Compose
@@ -195,7 +195,7 @@ def predict(model, images: List[np.ndarray], batch: int, names: Optional[Sequenc
             try:
                 result = inference_model(model, [images[i] for i in chunk])
             except cv2.error:  # which step, on which image: the same pipeline again, its error named
-                test_pipeline(model, names[chunk[0]] if names else None)(dict(img=images[chunk[0]]))
+                inference_pipeline(model, names[chunk[0]] if names else None)(dict(img=images[chunk[0]]))
                 raise
             for i, sample in zip(chunk, result if isinstance(result, list) else [result]):
                 out[i] = sample

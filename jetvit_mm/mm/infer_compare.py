@@ -30,6 +30,7 @@ from .checkpoint import load_local_checkpoint
 from .infer import (
     check_outputs_free,
     collect_images,
+    inference_pipeline,
     load_model,
     output_stems,
     outputs_of,
@@ -37,7 +38,6 @@ from .infer import (
     read_image,
     resolve_config,
     task_outputs,
-    test_pipeline,
     write_image,
     write_prediction,
 )
@@ -80,7 +80,7 @@ def _as_config(config) -> Config:
 def prepare(model, image: np.ndarray, name: Optional[str] = None) -> Dict[str, list]:
     """``image`` (BGR) through ``model``'s test pipeline: the batch of one that ``model.test_step`` takes; an OpenCV
     error of a step names ``name`` (the file), the image's size and the step."""
-    item = test_pipeline(model, name)(dict(img=image))
+    item = inference_pipeline(model, name)(dict(img=image))
     return dict(inputs=[item['inputs']], data_samples=[item['data_samples']])
 
 
