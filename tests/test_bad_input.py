@@ -385,3 +385,105 @@ def test_partial_conv_keys_without_a_spec_are_refused_naming_the_missing_keys(tm
         else:
             check_checkpoint_fits(downstream, str(runner_file), PROBE.name)
 # ==================================================================== end of H2 (issue 29)
+
+
+# ============================================================================================================
+# issue 29, tools and images (i29-tools): an image of an unusable size is named with its size and the limit; the
+# export tool tries its --out before any work
+# ============================================================================================================
+def _png_claiming(path: Path, width: int, height: int) -> Path:
+    """A PNG file whose header claims ``width`` x ``height`` pixels (its data holds a few bytes only)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data) & 0xffffffff)
+
+    header = struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    path.write_bytes(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', header) + chunk(b'IDAT', zlib.compress(b'\0' * 16))
+                     + chunk(b'IEND', b''))
+    return path
+
+
+@pytest.fixture
+def bad_images(tmp_path):
+    """A header claiming 100000 x 100000 pixels (above OpenCV's 2^30), and a real 1 x 4000 image."""
+    import cv2
+    import numpy as np
+
+    thin = tmp_path / 'thin.png'
+    cv2.imwrite(str(thin), np.full((1, 4000, 3), 128, np.uint8))
+    return dict(huge=_png_claiming(tmp_path / 'huge.png', 100000, 100000), thin=thin)
+
+
+HUGE = r'huge\.png: its header claims 100000x100000 pixels .* reads at most 1073741824 pixels'
+
+
+def _needed(scale_long: float) -> int:
+    """The short side that the 1 x 4000 image needs to keep one pixel through a keep-ratio resize to a long side of
+    ``scale_long``: 1 * s / 4000 rounds to 1 from s >= 4000 / (2 * long)."""
+    import math
+    return math.ceil(4000 / (2 * scale_long))
+
+
+def test_infer_names_an_image_too_large_or_too_thin(bad_images, tmp_path):
+    """tools/infer.py (the probe's test pipeline resizes to a long side of 128): the file, its size and the limit."""
+    import re
+    infer = load_tool('infer')
+    thin = rf'thin\.png \(1x4000 pixels.*Resize.*short side of at least {_needed(128)} pixels'
+    for name, pattern in (('huge', HUGE), ('thin', thin)):
+        with pytest.raises(SystemExit) as exit_:
+            infer.main([str(PROBE), 'none', str(bad_images[name]), '--out-dir', str(bad_images[name].parent / 'o')])
+        assert re.search(pattern, str(exit_.value.code)), exit_.value.code
+
+
+def test_dataset_names_an_image_too_large_or_too_thin(bad_images, tmp_path):
+    """The datasets the tools build (build_checked_dataset): the header is checked before decoding, and a pipeline
+    step that fails on the image names it (the val pipeline's Resize, the train pipeline's RandomResize at its
+    smallest ratio 0.75)."""
+    import shutil
+
+    from jetvit_mm.mm.data_checks import build_checked_dataset
+    from jetvit_mm.testing import make_cityscapes
+    root = make_cityscapes(tmp_path / 'cityscapes', splits={'train': 2, 'val': 2}, size=(64, 128), seed=0)
+    cfg = Config.fromfile(str(PROBE))
+    for split, loader, long_side in (('val', cfg.val_dataloader, 128), ('train', cfg.train_dataloader, 128 * 0.75)):
+        first, second = sorted((root / 'leftImg8bit' / split).rglob('*.png'))
+        shutil.copy(bad_images['huge'], first)
+        shutil.copy(bad_images['thin'], second)
+        with DefaultScope.overwrite_default_scope('mmseg'):
+            dataset = build_checked_dataset(dict(loader.dataset.to_dict(), data_root=str(root)))
+        paths = [dataset.get_data_info(i)['img_path'] for i in range(len(dataset))]
+        with pytest.raises(ValueError, match=rf'{first.stem}.png: .*100000x100000 pixels .* 1073741824'):
+            dataset[paths.index(str(first))]
+        with pytest.raises(ValueError, match=rf'{second.stem}.png \(1x4000 pixels.*Resize.*short side of at '
+                                             rf'least {_needed(long_side)} pixels'):
+            dataset[paths.index(str(second))]
+
+
+def test_depth_readers_name_an_image_whose_header_is_too_large(bad_images, tmp_path):
+    """DA-2K reads each image's size when it is built; a Cityscapes disparity PNG is read by PIL: both name it."""
+    from jetvit_mm.depth.formats import read_cityscapes_depth, read_da2k_annotations
+    images = tmp_path / 'da2k'
+    images.mkdir()
+    (images / 'huge.png').write_bytes(bad_images['huge'].read_bytes())
+    ann = tmp_path / 'annotations.json'
+    ann.write_text(json.dumps({'huge.png': [{'point1': [0, 0], 'point2': [1, 1], 'closer_point': 'point1'}]}))
+    with pytest.raises(ValueError, match=HUGE):
+        read_da2k_annotations(ann, images)
+    camera = tmp_path / 'camera.json'
+    camera.write_text(json.dumps({'extrinsic': {'baseline': 0.2}, 'intrinsic': {'fx': 2000.}}))
+    with pytest.raises(ValueError, match=HUGE):
+        read_cityscapes_depth(bad_images['huge'], camera)
+
+
+def test_export_tool_tries_its_out_path_before_any_work(files, capsys):
+    """A folder that takes no files although os.access says it is writable (/proc, for root) is refused when the
+    arguments are read, not after the export."""
+    import os
+    if not os.path.isdir('/proc/self'):
+        pytest.skip('needs Linux /proc')
+    with pytest.raises(SystemExit) as exit_:
+        load_tool('export_onnx').parse_args([files['cfg'], '--out', '/proc/jetvit_export_probe.onnx'])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and 'jetvit_export_probe.onnx cannot be' in err, err

@@ -250,3 +250,74 @@ def test_compare_and_config_less_bad_inputs_are_named(images, checkpoints, tmp_p
                     check=False)
     assert proc.returncode != 0 and 'seg_hybrid.pth holds no config text' in proc.stderr, proc.stderr[-2000:]
     assert 'tools/infer.py CONFIG CHECKPOINT IMAGES' in proc.stderr
+
+
+# ------------------------------------------------------------------------------------ output names, overwriting
+def _image(path, h: int, w: int, seed: int = 0):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), np.random.default_rng(seed).integers(0, 255, (h, w, 3), dtype=np.uint8))
+    return path
+
+
+def test_output_names_never_collide():
+    """An input's outputs go under its path below the inputs' common folder; same stems keep their suffix."""
+    from pathlib import Path
+
+    from jetvit_mm.mm.infer import output_stems
+
+    inputs = [Path('/d/a/x.png'), Path('/d/b/x.png'), Path('/d/a/y.png'), Path('/d/a/y.jpg'), Path('/d/a/y_png.png')]
+    stems = [s.as_posix() for s in output_stems(inputs, Path('out'))]
+    assert stems == ['out/a/x', 'out/b/x', 'out/a/y_png', 'out/a/y_jpg', 'out/a/y_png_2']
+    assert output_stems([Path('/d/a/x.png'), Path('/d/a/z.png')], Path('out')) == [Path('out/x'), Path('out/z')]
+
+
+def test_same_file_name_in_two_folders_gets_its_own_outputs(tmp_path):
+    """Two inputs named x.png in two folders: each its own files (a/x_*, b/x_*), of its own image's size, and the
+    count the tool reports is that of the files there."""
+    sizes = {'a': (40, 60), 'b': (50, 30)}
+    inputs = [_image(tmp_path / 'in' / name / 'x.png', h, w, seed) for seed, (name, (h, w)) in enumerate(sizes.items())]
+    out = tmp_path / 'out'
+    proc = run_tool('infer.py', SEG, 'none', *inputs, '--out-dir', out)
+    for name, (h, w) in sizes.items():
+        assert Image.open(out / name / 'x_seg.png').size == (w, h)
+        assert cv2.imread(str(out / name / 'x_overlay.png')).shape == (h, w, 3)
+    assert 'wrote 4 files for 2 images' in proc.stdout and len([p for p in out.rglob('*') if p.is_file()]) == 4
+
+
+def test_a_file_the_run_did_not_write_is_refused_unless_overwrite(tmp_path):
+    """--out-dir the images' folder: the user's own a_seg.png is refused by name before any work (nothing written),
+    replaced with --overwrite; an input image of the run is never replaced, --overwrite or not."""
+    folder = tmp_path / 'images'
+    image = _image(folder / 'a.png', 40, 60)
+    mine = folder / 'a_seg.png'
+    mine.write_bytes(b'my own file')
+    proc = run_tool('infer.py', SEG, 'none', image, '--out-dir', folder, check=False)
+    assert proc.returncode != 0 and str(mine) in proc.stderr and '--overwrite' in proc.stderr, proc.stderr[-2000:]
+    assert mine.read_bytes() == b'my own file' and sorted(p.name for p in folder.iterdir()) == ['a.png', 'a_seg.png']
+    run_tool('infer.py', SEG, 'none', image, '--out-dir', folder, '--overwrite')
+    assert Image.open(mine).size == (60, 40) and (folder / 'a_overlay.png').is_file()
+    proc = run_tool('infer.py', SEG, 'none', folder, '--out-dir', folder, '--overwrite', check=False)
+    assert proc.returncode != 0 and f'{mine} would replace an input image' in proc.stderr, proc.stderr[-2000:]
+
+
+def test_compare_and_pca_outputs_never_collide_or_overwrite(checkpoints, tmp_path):
+    """--compare / --pca name their pictures as the predictions (a/x_compare.png, b/x_pca.png, ...), and a
+    compare.json the run did not write is refused by name, left as it was."""
+    sizes = {'a': (40, 60), 'b': (50, 30)}
+    inputs = [_image(tmp_path / 'in' / name / 'x.png', h, w, seed) for seed, (name, (h, w)) in enumerate(sizes.items())]
+    out = tmp_path / 'out'
+    options = ('--compare', checkpoints['seg_teacher'], '--pca', '--warmup', '0', '--repeat', '1')
+    run_tool('infer.py', SEG, checkpoints['seg_hybrid'], *inputs, '--out-dir', out, *options)
+    for name, (h, w) in sizes.items():
+        assert _picture(out / name / 'x_compare.png').shape == (h, 4 * w, 3)
+        assert _picture(out / name / 'x_pca.png').shape == (h, 2 * w, 3)
+        assert Image.open(out / name / 'x_seg.png').size == (w, h)
+    report = json.loads((out / 'compare.json').read_text())
+    assert [r['size'] for r in report['images']] == [list(s) for s in sizes.values()]
+    other = tmp_path / 'other'
+    other.mkdir()
+    (other / 'compare.json').write_text('{"mine": 1}')
+    proc = run_tool('infer.py', SEG, checkpoints['seg_hybrid'], *inputs, '--out-dir', other, *options, check=False)
+    assert proc.returncode != 0 and str(other / 'compare.json') in proc.stderr, proc.stderr[-2000:]
+    assert (other / 'compare.json').read_text() == '{"mine": 1}' and [p.name for p in other.iterdir()] == [
+        'compare.json']

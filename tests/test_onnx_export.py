@@ -1,7 +1,11 @@
 """ONNX export with dynamic batch, height and width: onnxruntime on the CPU matches torch (fp32, 1e-4 relative) at
 two grids and two batches other than the export's, for every mixer letter and both teacher families, with and
 without the heads (linear probe, DPT depth, detection neck); the export formulations equal the eager ones; the
-TorchScript exporter is refused with an error naming the one that works."""
+TorchScript exporter is refused with an error naming the one that works; non-finite outputs fail the check, the
+output path is tried before the export and written atomically."""
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -133,3 +137,70 @@ def test_benchmark_times_onnxruntime_beside_torch_in_one_round_robin(monkeypatch
         ort = rows[(size, 'LWF (onnxruntime)')]
         assert ort['runtime'] == 'onnxruntime' and ort['median_ms'] > 0
         assert ort['speedup'] == pytest.approx(rows[(size, 'teacher')]['median_ms'] / ort['median_ms'])
+
+
+# ------------------------------------------------------------------ non-finite outputs, the output path
+def test_non_finite_outputs_fail_the_check_naming_the_output():
+    """A NaN difference passes every tolerance: NaN or inf on either side is refused, naming the output."""
+    from jetvit_mm.deploy import compare_outputs
+
+    torch_out = [torch.ones(2, 3), torch.full((4, ), 2.)]
+    assert compare_outputs([t.clone() for t in torch_out], torch_out) == 0
+    assert compare_outputs([torch_out[0], torch.full((4, ), 2.5)], torch_out) == pytest.approx(0.25)
+    nan = [torch_out[0], torch.tensor([2., float('nan'), 2., 2.])]
+    with pytest.raises(ValueError, match=r'output1: the onnxruntime output holds 1 non-finite value'):
+        compare_outputs(nan, torch_out)
+    inf = [torch.tensor([[1., float('inf'), 1.], [1., 1., -float('inf')]]), torch_out[1]]
+    with pytest.raises(ValueError, match=r'features: the torch output holds 2 non-finite value'):
+        compare_outputs(torch_out, inf, names=['features', 'logits'])
+
+
+def test_export_tool_refuses_a_model_with_nan_outputs_before_writing(tmp_path):
+    from mmengine.config import Config
+    from mmseg.apis import init_model
+
+    import jetvit_mm.mm  # noqa: F401
+
+    config = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
+    state = init_model(Config.fromfile(config), None, device='cpu').state_dict()
+    head = next(k for k in state if k.startswith('decode_head.') and k.endswith('weight'))
+    state[head] = torch.full_like(state[head], float('nan'))
+    torch.save({'state_dict': state, 'meta': {}}, tmp_path / 'nan.pth')
+    proc = run_tool('export_onnx.py', config, tmp_path / 'nan.pth', '--out', tmp_path / 'probe.onnx', check=False)
+    assert proc.returncode != 0 and 'output0: the torch output holds' in proc.stderr, proc.stderr[-2000:]
+    assert 'non-finite' in proc.stderr and not (tmp_path / 'probe.onnx').exists()
+
+
+def test_an_unwritable_output_is_refused_before_the_export(tmp_path, monkeypatch):
+    """The path is tried by writing a file there (root passes os.access on a folder it cannot write into): a folder
+    in the way, or a folder that takes no files (/proc), fails before anything is traced."""
+    traced = []
+    export = torch.onnx.export
+    monkeypatch.setattr(torch.onnx, 'export', lambda *a, **k: traced.append(1) or export(*a, **k))
+    module = ExportModule(JetViT(model_name='dinov3_vits16', arch='LWF', **{**TINY, 'depth': 3})).eval()
+    folder = tmp_path / 'model.onnx'
+    folder.mkdir()
+    cases = [(folder, rf'{folder} is a folder')]
+    if os.path.isdir('/proc/self'):  # Linux
+        cases.append((Path('/proc/jetvit_export_probe.onnx'), r'jetvit_export_probe\.onnx cannot be written'))
+    for path, message in cases:
+        with pytest.raises(ValueError, match=message):
+            export_onnx(module, path, 16)
+    assert not traced and [p.name for p in tmp_path.iterdir()] == ['model.onnx']
+
+
+def test_a_failed_save_leaves_the_previous_file_and_no_partial_one(tmp_path, monkeypatch):
+    """The .onnx is written beside its path and renamed onto it: a save that fails midway (a full disk, simulated
+    as the file half written) leaves the previous export as it was and nothing else."""
+    module = ExportModule(JetViT(model_name='dinov3_vits16', arch='LWF', **{**TINY, 'depth': 3})).eval()
+    path = tmp_path / 'model.onnx'
+    path.write_bytes(b'the previous export')
+
+    def disk_full(self, destination, **kwargs):
+        Path(destination).write_bytes(b'half a model')
+        raise OSError(28, 'No space left on device')
+
+    monkeypatch.setattr(torch.onnx.ONNXProgram, 'save', disk_full)
+    with pytest.raises(OSError, match='No space left on device'):
+        export_onnx(module, path, 16)
+    assert path.read_bytes() == b'the previous export' and [p.name for p in tmp_path.iterdir()] == ['model.onnx']

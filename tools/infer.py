@@ -6,6 +6,10 @@ colour-mapped PNG, raw disparity .npy and a 16-bit PNG), any image size, batched
                                                                    checkpoint, an exported hybrid_<ARCH>_with_head.pth)
     ... --compare TEACHER_CKPT [--pca]    teacher | hybrid side by side, per-pixel difference, latency of each
                                           (<stem>_compare.png, compare.json); --pca: <stem>_pca.png of the features
+
+<stem>: an image's path below the images' common folder, without its suffix (one folder: the file's stem; a/x.png
+and b/x.png: a/x and b/x). A file in the way that this run did not write is refused before any work (--overwrite
+replaces it); an input image is never overwritten.
 """
 import argparse
 import os.path as osp
@@ -27,6 +31,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'the config\'s model; "none" for the config\'s own), then image files, folders or glob '
                              'patterns')
     parser.add_argument('--out-dir', type=Path, required=True)
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace output files that exist already (refused without it; never an input image)')
     parser.add_argument('--batch', type=int, default=4, help='images per forward (not with --compare / --pca)')
     parser.add_argument('--device', default='cpu')
     parser.add_argument('--compare', metavar='TEACHER_CKPT',
@@ -64,11 +70,11 @@ def main(argv=None) -> None:
     try:
         if args.compare or args.pca:
             written = run_compare(args.config, args.checkpoint, args.images, args.out_dir, args.compare, args.pca,
-                                  args.device, args.warmup, args.repeat)
+                                  args.device, args.warmup, args.repeat, overwrite=args.overwrite)
         else:
             written = run_inference(args.config, args.checkpoint, args.images, args.out_dir, args.batch,
-                                    args.device)
-    except (ValueError, FileNotFoundError, RuntimeError) as error:
+                                    args.device, overwrite=args.overwrite)
+    except (ValueError, OSError, RuntimeError) as error:
         raise SystemExit(f'error: {error}') from None
     print(f'wrote {sum(len(w) for w in written)} files for {len(written)} images to {args.out_dir}')
 

@@ -25,6 +25,7 @@ from typing import Dict, List, Tuple, Union
 import numpy as np
 from PIL import Image
 
+from jetvit_mm.image_checks import check_image_file
 from jetvit_mm.jsonio import read_json_file
 
 __all__ = ['CITYSCAPES_DISPARITY_SCALE', 'SINTEL_TAG', 'check_da2k_pair', 'cityscapes_disparity_to_depth',
@@ -111,7 +112,9 @@ def cityscapes_disparity_to_depth(raw: np.ndarray, baseline: float, fx: float) -
 
 
 def read_cityscapes_depth(disparity_path: PathLike, camera_path: PathLike) -> np.ndarray:
-    """Cityscapes depth in metres, ``H x W`` float32, from the disparity PNG and its camera file."""
+    """Cityscapes depth in metres, ``H x W`` float32, from the disparity PNG and its camera file (a PNG whose header
+    claims more pixels than the decoder reads is refused naming it)."""
+    check_image_file(disparity_path)
     with Image.open(disparity_path) as image:
         raw = np.array(image)
     if raw.dtype == np.int32:  # PIL opens 16-bit greyscale PNGs as mode 'I'
@@ -130,7 +133,9 @@ def depth_to_cityscapes_disparity(depth: np.ndarray, baseline: float, fx: float)
 
 # ---------------------------------------------------------------------------------------------- DA-2K
 def image_size(path: PathLike) -> Tuple[int, int]:
-    """``(height, width)`` as an image pipeline sees the image: OpenCV's loader applies the EXIF orientation."""
+    """``(height, width)`` as an image pipeline sees the image: OpenCV's loader applies the EXIF orientation. A file
+    whose header claims more pixels than OpenCV decodes is refused naming it, its size and the limit."""
+    check_image_file(path)
     with Image.open(path) as image:
         width, height = image.size
         if image.getexif().get(0x0112, 1) in (5, 6, 7, 8):  # rotated by 90 degrees: width and height swap

@@ -12,6 +12,8 @@ from mmengine.registry import DATASETS
 from mmengine.runner import Runner
 from torch.utils.data import DataLoader
 
+from .image_pipeline import CheckedPipeline
+
 __all__ = ['CheckedRunner', 'DataInputError', 'build_checked_dataloader', 'build_checked_dataset',
            'build_checked_evaluator', 'describe_dataset']
 
@@ -49,8 +51,9 @@ def _dataset_class(cfg: dict) -> Any:
 
 def build_checked_dataset(cfg: dict) -> Any:
     """The dataset of ``cfg`` (a dataloader's ``dataset``), fully initialised as mmengine's runner initialises it;
-    refused with :class:`DataInputError` when it has no samples or its annotation file cannot be read. Dataset
-    wrappers (not a :class:`~mmengine.dataset.BaseDataset`) are built as mmengine builds them."""
+    refused with :class:`DataInputError` when it has no samples or its annotation file cannot be read; its pipeline
+    a :class:`~jetvit_mm.mm.image_pipeline.CheckedPipeline` (an image it cannot take is named). Dataset wrappers
+    (not a :class:`~mmengine.dataset.BaseDataset`) are built as mmengine builds them."""
     cls = _dataset_class(cfg)
     if not (isinstance(cls, type) and issubclass(cls, BaseDataset)):
         dataset = DATASETS.build(cfg)
@@ -75,6 +78,8 @@ def build_checked_dataset(cfg: dict) -> Any:
                              + (f' with {suffixes}' if suffixes else '')
                              + (f' and read {dataset.ann_file}' if dataset.ann_file else '')
                              + '; check data_root, data_prefix and ann_file (the layout the dataset type expects)')
+    if getattr(dataset, 'pipeline', None) is not None and hasattr(dataset.pipeline, 'transforms'):
+        dataset.pipeline = CheckedPipeline(dataset.pipeline.transforms)  # an image it fails on is named
     if serialize:  # as BaseDataset.full_init would have done
         dataset.data_bytes, dataset.data_address = dataset._serialize_data()
         dataset.serialize_data = True

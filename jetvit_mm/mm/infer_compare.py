@@ -27,7 +27,20 @@ from jetvit_mm.models.checkpoints import strip_prefix
 from jetvit_mm.visual import colour_map, fit_pca, labelled_row, mean_cosine, pca_colours
 
 from .checkpoint import load_local_checkpoint
-from .infer import collect_images, load_model, palette_of, read_image, resolve_config, write_prediction
+from .infer import (
+    check_outputs_free,
+    collect_images,
+    inference_pipeline,
+    load_model,
+    output_stems,
+    outputs_of,
+    palette_of,
+    read_image,
+    resolve_config,
+    task_outputs,
+    write_image,
+    write_prediction,
+)
 from .runner_checkpoint import saved_spec
 from .saved_config import without_backbone_checkpoint
 
@@ -64,13 +77,10 @@ def _as_config(config) -> Config:
     return Config.fromfile(config) if isinstance(config, str) else config
 
 
-def prepare(model, image: np.ndarray) -> Dict[str, list]:
-    """``image`` (BGR) through ``model``'s test pipeline: the batch of one that ``model.test_step`` takes."""
-    from mmengine.dataset import Compose
-
-    steps = copy.deepcopy(list(model.cfg.test_pipeline))
-    steps[0] = dict(steps[0], type='LoadImageFromNDArray')
-    item = Compose(steps)(dict(img=image))
+def prepare(model, image: np.ndarray, name: Optional[str] = None) -> Dict[str, list]:
+    """``image`` (BGR) through ``model``'s test pipeline: the batch of one that ``model.test_step`` takes; an OpenCV
+    error of a step names ``name`` (the file), the image's size and the step."""
+    item = inference_pipeline(model, name)(dict(img=image))
     return dict(inputs=[item['inputs']], data_samples=[item['data_samples']])
 
 
@@ -137,34 +147,45 @@ def _depth_panels(image: np.ndarray, samples: Dict[str, Any], ms: Dict[str, floa
 
 
 def _write_rgb(path: Path, rgb: np.ndarray) -> Path:
-    cv2.imwrite(str(path), np.ascontiguousarray(rgb[..., ::-1]))
-    return path
+    return write_image(path, np.ascontiguousarray(rgb[..., ::-1]))
+
+
+def planned_outputs(stems: Sequence[Path], suffixes: Sequence[str], out_dir: Path, compare: bool,
+                    pca: bool) -> List[Path]:
+    """Every file :func:`run_compare` writes: per stem the prediction's ``suffixes``, ``_compare.png`` (``compare``)
+    and ``_pca.png`` (``pca``); ``compare.json`` (``compare``)."""
+    extra = (('_compare.png', ) if compare else ()) + (('_pca.png', ) if pca else ())
+    files = [f for stem in stems for f in outputs_of(stem, (*suffixes, *extra))]
+    return files + ([Path(out_dir) / 'compare.json'] if compare else [])
 
 
 def run_compare(config: Optional[str], checkpoint: Optional[str], inputs: Sequence[str], out_dir: Path,
                 teacher_checkpoint: Optional[str] = None, pca: bool = False, device: str = 'cpu',
-                warmup: int = 1, repeat: int = 3) -> List[Dict[str, Path]]:
+                warmup: int = 1, repeat: int = 3, overwrite: bool = False) -> List[Dict[str, Path]]:
     """The hybrid (``config`` + ``checkpoint``; ``config`` None: the one ``checkpoint`` carries) on every image of
     ``inputs``, one at a time: its usual outputs, and with ``teacher_checkpoint`` the comparison with the teacher
-    (panels and ``compare.json``), with ``pca`` the PCA map of the features; returns the written paths."""
+    (panels and ``compare.json``), with ``pca`` the PCA map of the features; returns the written paths. Outputs are
+    named and checked as :func:`~jetvit_mm.mm.infer.run_inference` names and checks them (``overwrite``)."""
     paths = collect_images(inputs)
+    out_dir = Path(out_dir)
+    stems = output_stems(paths, out_dir)
     cfg = resolve_config(config, checkpoint)
     hybrid = load_model(cfg, checkpoint, device)
+    check_outputs_free(planned_outputs(stems, task_outputs(hybrid), out_dir, teacher_checkpoint is not None, pca),
+                       paths, overwrite)
     models = {'hybrid': hybrid}
     if teacher_checkpoint is not None:
         models = {'teacher': load_teacher(_as_config(cfg), teacher_checkpoint, device), 'hybrid': hybrid}
     palette = palette_of(hybrid)
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, records = [], []
-    for path in paths:
+    for path, stem in zip(paths, stems):
         image = read_image(path)
-        data = {name: prepare(model, image) for name, model in models.items()}
+        data = {name: prepare(model, image, str(path)) for name, model in models.items()}
         samples: Dict[str, Any] = {}
         calls = {name: functools.partial(_predict, model, data[name], samples, name) for name, model in models.items()}
         timed = summarize(time_interleaved(calls, warmup, repeat, device))
         ms = {name: t['median_ms'] for name, t in timed.items()}
-        stem = out_dir / path.stem
         files = dict(write_prediction(samples['hybrid'], image, stem, palette))
         record: Dict[str, Any] = dict(image=str(path), size=list(image.shape[:2]), latency_ms=timed)
         if teacher_checkpoint is not None:
@@ -173,11 +194,11 @@ def run_compare(config: Optional[str], checkpoint: Optional[str], inputs: Sequen
             else:
                 panels, figures = _segmentation_panels(image, samples, ms, palette)
             record.update(figures)
-            files['compare'] = _write_rgb(out_dir / f'{path.stem}_compare.png', labelled_row(panels))
+            files['compare'] = _write_rgb(outputs_of(stem, ('_compare.png', ))[0], labelled_row(panels))
         if pca:
             features = {name: patch_features(model, data[name]) for name, model in models.items()}
             image_shape = data['hybrid']['data_samples'][0].img_shape[:2]
-            files['pca'] = _write_rgb(out_dir / f'{path.stem}_pca.png',
+            files['pca'] = _write_rgb(outputs_of(stem, ('_pca.png', ))[0],
                                       _pca_picture(features, image_shape, image.shape[:2]))
             if teacher_checkpoint is not None:
                 record['feature_cosine_mean'] = mean_cosine(features['teacher'][0], features['hybrid'][0])
