@@ -76,6 +76,11 @@ def test_fsdp2_bf16_params_fp32_reduce_stay_close(fsdp_results, single_step):
             assert err < 0.1, (key, err.item())
 
 
+def test_fsdp2_bf16_params_distillation_loss_is_fp32(fsdp_results):
+    """With param_dtype='bfloat16' the features leave the root unit in bf16: the loss is still computed in fp32."""
+    assert {name: r['loss_dtype'] for name, r in fsdp_results.items()} == dict.fromkeys(CASES, 'torch.float32')
+
+
 def test_fsdp2_wrapper_needs_a_process_group():
     from jetvit_mm.mm.fsdp import FSDP2Wrapper
     with pytest.raises(RuntimeError, match='process group'):
