@@ -306,7 +306,7 @@ def test_a_bad_window_size_is_named_not_blamed_on_the_mixer_contract(window_size
 
     from jetvit_mm.models import JetViT
     from jetvit_mm.models.mixers import DEFAULT_MIXERS, MixerContractError
-    expected = (r"window_size \(the W mixer's window side, in patches\) must be an int >= 1, got "
+    expected = (r"window_size must be >= 1, an int \(the W mixer's window side, in patches\), got "
                 + re.escape(repr(window_size)))
     for build in (lambda: JetViT(**dict(TINY, window_size=window_size)),
                   lambda: JetViT(mixers=dict(DEFAULT_MIXERS, W=dict(type='WindowAttention', window_size=window_size)),

@@ -19,7 +19,7 @@ from .window_layout import window_merge, window_partition
 def check_window_size(window_size: Any) -> None:
     """ValueError naming ``window_size`` unless it is an int >= 1 (NaN, 0, negatives, floats, bools refused)."""
     if isinstance(window_size, bool) or not isinstance(window_size, numbers.Integral) or window_size < 1:
-        raise ValueError(f'window_size (the W mixer\'s window side, in patches) must be an int >= 1, got '
+        raise ValueError(f'window_size must be >= 1, an int (the W mixer\'s window side, in patches), got '
                          f'{window_size!r} ({type(window_size).__name__}); e.g. window_size=16')
 
 
