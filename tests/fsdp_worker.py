@@ -70,12 +70,14 @@ def main(out: str, cases: dict) -> None:
         local = sum(p.to_local().numel() for p in model.parameters()) / sum(p.numel() for p in model.parameters())
         optim_wrapper = build_optim_wrapper(wrapped, OPTIM)
         log_vars = wrapped.train_step(dict(inputs=x), optim_wrapper)
+        with torch.no_grad():  # the distillation loss as the wrapped model returns it (param_dtype features)
+            loss_dtype = str(wrapped(x, mode='loss')['loss_distill'].dtype)
         loss = torch.tensor(float(log_vars['loss']))
         dist.all_reduce(loss)
         state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         if rank == 0:
             result = dict(loss=loss.item() / world, state=state, units=wrapped.num_units, local=local,
-                          broadcasts=broadcasts, expected_broadcasts=expected)
+                          broadcasts=broadcasts, expected_broadcasts=expected, loss_dtype=loss_dtype)
             torch.save(result, f'{out}/{name}.pt')
         dist.barrier()
     dist.destroy_process_group()

@@ -487,3 +487,23 @@ def test_export_tool_tries_its_out_path_before_any_work(files, capsys):
         load_tool('export_onnx').parse_args([files['cfg'], '--out', '/proc/jetvit_export_probe.onnx'])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and 'jetvit_export_probe.onnx cannot be' in err, err
+
+
+# ============================================================================= issue 29: models (brief H5)
+@pytest.mark.parametrize('window_size', [float('nan'), 0, -2, 2.5, True, '8'])
+def test_a_bad_window_size_is_named_not_blamed_on_the_mixer_contract(window_size):
+    """``window_size`` NaN, 0, negative, non-integer: a ValueError naming the argument, the value and what is valid
+    (it was reported as a broken mixer contract, or passed)."""
+    import re
+
+    from jetvit_mm.models import JetViT
+    from jetvit_mm.models.mixers import DEFAULT_MIXERS, MixerContractError
+    expected = (r"window_size must be >= 1, an int \(the W mixer's window side, in patches\), got "
+                + re.escape(repr(window_size)))
+    for build in (lambda: JetViT(**dict(TINY, window_size=window_size)),
+                  lambda: JetViT(mixers=dict(DEFAULT_MIXERS, W=dict(type='WindowAttention', window_size=window_size)),
+                                 **{k: v for k, v in TINY.items() if k != 'window_size'})):
+        with pytest.raises(ValueError, match=expected) as error:
+            build()
+        assert not isinstance(error.value, MixerContractError)
+# ============================================================================= end of issue 29: models (brief H5)

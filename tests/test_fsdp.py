@@ -86,6 +86,11 @@ def test_fsdp2_broadcasts_only_parameters_and_buffers_on_the_group_device(fsdp_r
     assert all(device == 'cpu' for device, _, _ in result['broadcasts'])  # gloo's device; NCCL's is the GPU
 
 
+def test_fsdp2_bf16_params_distillation_loss_is_fp32(fsdp_results):
+    """With param_dtype='bfloat16' the features leave the root unit in bf16: the loss is still computed in fp32."""
+    assert {name: r['loss_dtype'] for name, r in fsdp_results.items()} == dict.fromkeys(CASES, 'torch.float32')
+
+
 def test_fsdp2_wrapper_needs_a_process_group():
     from jetvit_mm.mm.fsdp import FSDP2Wrapper
     with pytest.raises(RuntimeError, match='process group'):

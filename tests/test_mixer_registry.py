@@ -139,6 +139,20 @@ def test_contract_is_checked_when_the_model_is_built(type_name, message):
         JetViT(arch='FFF', mixers=dict(DEFAULT_MIXERS, P=dict(type=type_name)), **TINY)  # unused letter: checked
 
 
+def test_a_model_builds_under_inference_mode_as_outside_it():
+    """The build-time contract check runs outside the caller's torch.inference_mode(): a JetViT or a supernet built
+    under it is the model built outside it (same weights, same output), not a broken mixer contract."""
+    reference = built(arch='LWF', **TINY)
+    with torch.inference_mode():
+        model = built(arch='LWF', **TINY)
+        torch.manual_seed(0)  # the same teacher; the L conv starts at zero, so the path computes the same
+        supernet = JetViTSupernet(search_space='LWF', arch='LWF', **TINY).eval()
+        out = model(X)[0]
+        assert torch.allclose(supernet(X)[0], reference(X)[0].detach(), atol=1e-6)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), reference.state_dict().values()))
+    assert torch.equal(out, reference(X)[0].detach())
+
+
 def test_own_initialisation_mixer_takes_no_teacher_weights():
     @register_mixer(name='TestIdentityMixer', force=True)
     class Identity(nn.Module):

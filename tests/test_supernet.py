@@ -197,6 +197,53 @@ def test_distiller_student_starts_as_teacher(teacher_ckpt):
         assert distiller.loss(x)['loss_distill'] > 0
 
 
+@pytest.mark.parametrize('loss', list(LOSSES))
+def test_distillation_loss_is_fp32_with_bf16_parameters(teacher_ckpt, loss):
+    """bf16 parameters (FSDP2's param_dtype='bfloat16' computes the blocks so, and the features leave the root unit
+    in bf16): the loss is computed in fp32, equal to the loss of the same features upcast."""
+    distiller = build_distiller(teacher_ckpt, loss=loss).to(torch.bfloat16)
+    distiller.student.set_arch('LWLW')
+    x = torch.randn(2, 3, 32, 64, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    out = distiller.loss(x)['loss_distill']
+    with torch.no_grad():
+        features = distiller.extract_feat(distiller.student, x)
+        targets = distiller.extract_feat(distiller.teacher, x)
+    assert features[0].dtype == torch.bfloat16 and out.dtype == torch.float32
+    upcast = [f.float() for f in features], [t.float() for t in targets]
+    expected = torch.stack([LOSSES[loss](s, t) for s, t in zip(*upcast)]).mean()
+    assert out.item() == pytest.approx(expected.item(), rel=1e-6, abs=1e-9)
+    if loss == 'mse':  # and written out: the squared error in fp32 (in bf16 the mean rounds to 8 mantissa bits)
+        assert out.item() == pytest.approx((upcast[0][0] - upcast[1][0]).pow(2).mean().item(), rel=1e-6)
+
+
+@pytest.mark.parametrize('conv', ['static', 'squeeze', 'token'])
+@pytest.mark.parametrize('optim', ['layer_decay', 'distill_schedule'])
+def test_the_static_kernel_trains_without_weight_decay_in_every_conv_variant(conv, optim):
+    """The L conv's static kernel (the 4-D kernel of 'static', the generator's last bias of 'squeeze' / 'token')
+    gets no weight decay in either optimizer set-up; the generator's weight matrices do."""
+    from mmengine.optim import build_optim_wrapper
+
+    import jetvit_mm.mm  # noqa: F401  (registers the constructor)
+
+    supernet = JetViTSupernet(search_space='LW', linear_cfg=dict(conv=conv), **TINY)
+    model = torch.nn.Module()
+    model.student = supernet  # as in the FeatureDistiller
+    if optim == 'layer_decay':
+        model = supernet  # the constructor takes the ViT itself (or a model with it as `backbone`)
+        cfg = dict(type='OptimWrapper', constructor='LayerDecayOptimWrapperConstructor',
+                   paramwise_cfg=dict(layer_decay_rate=0.9), optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.05))
+    else:
+        cfg = Config.fromfile(REPO / 'configs' / '_base_' / 'schedules' / 'distill_20k.py').optim_wrapper
+    optimizer = build_optim_wrapper(model, cfg).optimizer
+    decay = {id(p): group['weight_decay'] for group in optimizer.param_groups for p in group['params']}
+    conv_params = {n: p for n, p in model.named_parameters() if '.candidates.L.conv.' in n}
+    static = [n for n in conv_params if n.endswith(('conv.weight', 'conv.fc2.bias'))]
+    assert len(static) == TINY['depth']
+    for name, param in conv_params.items():
+        assert decay[id(param)] == (0. if name in static else 0.05), name
+        assert param.requires_grad
+
+
 # ----------------------------------------------------------------------------- through tools/train.py
 @pytest.fixture(scope='module')
 def trained(tiny_cityscapes, teacher_ckpt, tmp_path_factory):

@@ -1,6 +1,7 @@
 """Feature-distillation losses between lists of student and teacher token features ``[B, N, D]``."""
+import contextlib
 import inspect
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, ContextManager, Dict, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -62,8 +63,26 @@ def get_loss(name: str, loss_cfg: Optional[Dict[str, Any]] = None) -> Callable[.
 def distill_loss(name: str, students: Sequence[torch.Tensor], teachers: Sequence[torch.Tensor],
                  loss_cfg: Optional[Dict[str, Any]] = None) -> torch.Tensor:
     """Mean of ``name`` (with options ``loss_cfg``) over matched feature pairs, one per distilled layer: with
-    ``'activation'``, one token-similarity map per distilled layer (ViT-Linearizer's stages are these layers)."""
+    ``'activation'``, one token-similarity map per distilled layer (ViT-Linearizer's stages are these layers).
+
+    Computed in fp32 (at least) whatever the features' dtype and outside autocast: bf16 / fp16 features (FSDP2's
+    ``param_dtype='bfloat16'``, AMP) are upcast, so that the loss and its reduction do not round to 8 mantissa bits.
+    """
     if len(students) != len(teachers) or not students:
         raise ValueError(f'need matching non-empty feature lists, got {len(students)} and {len(teachers)}')
     fn = get_loss(name, loss_cfg)
-    return torch.stack([fn(s, t.detach(), **(loss_cfg or {})) for s, t in zip(students, teachers)]).mean()
+    with _autocast_off(students[0].device.type):
+        return torch.stack([fn(_at_least_fp32(s), _at_least_fp32(t.detach()), **(loss_cfg or {}))
+                            for s, t in zip(students, teachers)]).mean()
+
+
+def _autocast_off(device_type: str) -> ContextManager:
+    """Autocast disabled on ``device_type`` if it is on there (the meta device has no autocast)."""
+    if device_type in ('cpu', 'cuda', 'xpu') and torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
+def _at_least_fp32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` upcast to fp32 if it is in a lower precision (bf16 / fp16 features of mixed-precision training)."""
+    return x.float() if x.is_floating_point() and torch.finfo(x.dtype).bits < 32 else x

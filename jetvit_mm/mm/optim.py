@@ -9,7 +9,7 @@ Use it from a config::
         optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.1))
 """
 import logging
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
@@ -17,9 +17,11 @@ from mmengine.optim import OptimWrapper
 from mmengine.registry import OPTIM_WRAPPERS, OPTIMIZERS
 from torch import nn
 
+from jetvit_mm.models.mixers.squeeze_conv import StaticDepthwiseConv
+
 from .registry import OPTIM_WRAPPER_CONSTRUCTORS
 
-__all__ = ['LayerDecayOptimWrapperConstructor', 'layer_id', 'no_weight_decay']
+__all__ = ['LayerDecayOptimWrapperConstructor', 'layer_id', 'no_weight_decay', 'static_kernel_names']
 
 EMBEDDING_PARAMS = ('patch_embed', 'cls_token', 'reg_token', 'pos_embed', 'mask_token')
 TOKEN_PARAMS = ('cls_token', 'reg_token', 'pos_embed', 'mask_token')
@@ -53,6 +55,17 @@ def no_weight_decay(name: str, param: nn.Parameter, backbone_prefix: str = 'back
     return name.startswith(backbone_prefix) and name[len(backbone_prefix):].split('.')[0] in TOKEN_PARAMS
 
 
+def static_kernel_names(model: nn.Module) -> Set[str]:
+    """Names of the static depthwise kernels of the L mixers' conv on V (``conv='static'``) in ``model``.
+
+    They train without weight decay, like the static kernel of the ``squeeze`` / ``token`` variants (the last bias of
+    their kernel generator, 1-D): every variant starts its conv from the same static kernel (zero by default), so
+    decaying it in one variant only would make the conv ablation compare optimisers as well as convs.
+    """
+    return {f'{name}.weight' if name else 'weight' for name, module in model.named_modules()
+            if isinstance(module, StaticDepthwiseConv)}
+
+
 def _find_backbone(model: nn.Module) -> Tuple[nn.Module, str]:
     """The ViT whose blocks get decayed and the prefix of its parameter names in ``model``."""
     backbone = getattr(model, 'backbone', None)
@@ -73,11 +86,12 @@ class LayerDecayOptimWrapperConstructor:
     neck and the heads, every parameter trains with::
 
         lr = base_lr * d ** (N + 1 - layer_id)
-        weight_decay = 0 if no_weight_decay(name) else base_wd
+        weight_decay = 0 if no_weight_decay(name) or name in static_kernel_names(model) else base_wd
 
     so the heads use ``base_lr``, the last block ``base_lr * d`` and the patch embedding ``base_lr * d ** (N + 1)``
     (ViTDet fine-tunes ViT-B with ``d = 0.7``, ViT-L with 0.8). No weight decay: 1-D parameters (norm weights,
-    biases, LayerScale gammas), the cls / register tokens and the position embedding.
+    biases, LayerScale gammas), the cls / register tokens, the position embedding and the static kernel of the L
+    mixers' conv on V in every conv variant (:func:`static_kernel_names`).
 
     One param group per (layer, decay) pair, named in torch's ``param_names``; the first group is the heads' (scale
     1), so the ``lr`` mmengine logs is ``base_lr`` times the schedule. Frozen parameters are left out.
@@ -117,11 +131,12 @@ class LayerDecayOptimWrapperConstructor:
             raise ValueError(f'paramwise_cfg.num_layers={self.num_layers} but the backbone has {num_layers} blocks; '
                              f'leave num_layers out to use the backbone depth')
         groups: Dict[Tuple[int, bool], dict] = {}
+        static_kernels = static_kernel_names(model)
         for name, param in model.named_parameters():
             if not param.requires_grad:
                 continue
             layer = layer_id(name, num_layers, prefix)
-            decay = not no_weight_decay(name, param, prefix)
+            decay = not (no_weight_decay(name, param, prefix) or name in static_kernels)
             group = groups.get((layer, decay))
             if group is None:
                 group = groups[(layer, decay)] = dict(

@@ -112,9 +112,9 @@ def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
     state = raw.get('state_dict', raw)
     student, teacher = strip_prefix(state, 'student.'), strip_prefix(state, 'teacher.')
     space: Dict[int, str] = {}
-    for key in student:
-        m = re.match(r'blocks\.(\d+)\.attn\.candidates\.([A-Z])\.qkv\.weight$', key)
-        if m:
+    for key in student:  # any weight of a candidate (one that inherits nothing has no qkv)
+        m = re.match(r'blocks\.(\d+)\.attn\.candidates\.([A-Z])\.', key)
+        if m and m.group(2) not in space.get(int(m.group(1)), ''):
             space[int(m.group(1))] = space.get(int(m.group(1)), '') + m.group(2)
     if not space or not teacher:
         raise ValueError(f'{path} is not a supernet distillation checkpoint: it needs student.*.attn.candidates.* '

@@ -205,16 +205,31 @@ class JetViT(nn.Module):
         return tuple(out)
 
     def new_parameter_names(self) -> List[str]:
-        """Parameters a teacher checkpoint does not have: the L mixers' conv / kernel generator."""
+        """Parameters a teacher checkpoint does not have: the L mixers' conv / kernel generator, and every parameter
+        of a mixer that inherits nothing (``inherits = 'none'``, whatever its names)."""
         names = []
         for name, _ in self.named_parameters():
             parts = name.split('.')
             if parts[0] != 'blocks' or parts[2] != 'attn':
                 continue
-            rest = parts[5:] if parts[3] == 'candidates' else parts[3:]  # supernet: attn.candidates.<letter>.*
-            if '.'.join(rest) not in TEACHER_ATTN_PARAMS:
+            supernet = parts[3] == 'candidates'  # supernet: attn.candidates.<letter>.*
+            rest = parts[5:] if supernet else parts[3:]
+            mixer = self.get_submodule('.'.join(parts[:5] if supernet else parts[:3]))
+            if '.'.join(rest) not in TEACHER_ATTN_PARAMS or getattr(mixer, 'inherits', 'qkv_proj') == 'none':
                 names.append(name)
         return names
+
+    def _drop_teacher_attention_of_own_init_mixers(self, state: Dict[str, torch.Tensor]) -> None:
+        """A teacher's q/k/v/o for a layer whose mixer inherits nothing: not loaded, the mixer keeps its own init
+        (the contract's ``inherits = 'none'``; the keys are the teacher's if the layer holds no other key)."""
+        for i, block in enumerate(self.blocks):
+            if getattr(block.attn, 'inherits', 'qkv_proj') != 'none':
+                continue
+            prefix = f'blocks.{i}.attn.'
+            keys = [k for k in state if k.startswith(prefix)]
+            if all(k[len(prefix):] in TEACHER_ATTN_PARAMS for k in keys):
+                for key in keys:
+                    del state[key]
 
     def reset_efficient_mixers(self) -> None:
         """Re-initialise q/k/v/o of every non-F layer (``inherit='mlp'``): trunc-normal(0.02) weights, zero biases."""
@@ -304,9 +319,11 @@ class JetViT(nn.Module):
         if self.rope is not None and self.rope_periods == 'computed':
             state.pop('rope.periods', None)
         optional = ['rope.periods', SPEC_KEY]  # timm / Hugging Face files: computed periods; files without a spec
-        new = self.new_parameter_names()
-        if (saved is None or saved.is_teacher) and not any(name in state for name in new):
-            optional += new  # a teacher's weights; a file with some of them must have all (missing ones are named)
+        if saved is None or saved.is_teacher:
+            self._drop_teacher_attention_of_own_init_mixers(state)
+            new = self.new_parameter_names()
+            if not any(name in state for name in new):
+                optional += new  # a teacher's weights; a file with some of them must have all (missing ones are named)
         check_state_keys(own, state, f'JetViT({self.model_name}, embed_dim={self.embed_dim}, depth={self.depth}, '
                          f'num_heads={self.num_heads})', source, optional=optional)
         self.load_state_dict(state, strict=False)

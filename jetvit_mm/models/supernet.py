@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from .arch import SPEC_KEY, ArchSpec
-from .jetvit import JetViT
+from .jetvit import TEACHER_ATTN_PARAMS, JetViT
 from .mixers import MIXERS, validate_arch
 
 SearchSpace = Tuple[str, ...]
@@ -49,10 +49,11 @@ class SupernetMixer(nn.Module):
 
 
 class JetViTSupernet(JetViT):
-    """A JetViT whose layers hold several candidate mixers, all initialised from the teacher's attention.
+    """A JetViT whose layers hold several candidate mixers, initialised from the teacher's attention.
 
-    Norms, MLPs and LayerScale are shared; each candidate has its own copy of q/k/v/o. ``set_arch`` picks the
-    active path; ``extract_subnet`` / ``subnet_state_dict`` turn a path into a plain :class:`JetViT`.
+    Norms, MLPs and LayerScale are shared; each candidate has its own copy of q/k/v/o (a candidate whose mixer
+    inherits nothing, ``inherits = 'none'``, has its own parameters and keeps its own initialisation). ``set_arch``
+    picks the active path; ``extract_subnet`` / ``subnet_state_dict`` turn a path into a plain :class:`JetViT`.
 
     Args:
         search_space: candidate letters per layer (a string for every layer, or a list with one string per layer);
@@ -80,7 +81,7 @@ class JetViTSupernet(JetViT):
             candidates = {}
             for letter in options:
                 mixer = self.mixer_table.build(letter, **self.mixer_args)
-                if getattr(mixer, 'inherits', 'qkv_proj') == 'qkv_proj':
+                if mixer.inherits == 'qkv_proj':  # 'none': the candidate keeps its own initialisation
                     with torch.no_grad():
                         mixer.qkv.load_state_dict(teacher_attn.qkv.state_dict())
                         mixer.proj.load_state_dict(teacher_attn.proj.state_dict())
@@ -124,7 +125,9 @@ class JetViTSupernet(JetViT):
 
     def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
                                saved: Optional[ArchSpec] = None) -> None:
-        """Load plain JetViT / teacher weights: each layer's attention weights go to every candidate."""
+        """Load plain JetViT / teacher weights: each layer's attention weights go to every candidate; the teacher's
+        q/k/v/o only to those that inherit them (``inherits = 'qkv_proj'``): a candidate that inherits nothing keeps
+        its own initialisation."""
         state = dict(state)
         if not self.qkv_bias:
             self._drop_zero_qkv_biases(state, source)
@@ -133,7 +136,10 @@ class JetViTSupernet(JetViT):
             parts = key.split('.')
             if parts[0] == 'blocks' and parts[2] == 'attn' and parts[3] != 'candidates' and int(parts[1]) < self.depth:
                 layer = int(parts[1])
+                teacher_param = '.'.join(parts[3:]) in TEACHER_ATTN_PARAMS
                 for letter in self.search_space[layer]:
+                    if teacher_param and self.blocks[layer].attn.candidates[letter].inherits == 'none':
+                        continue
                     expanded['.'.join(parts[:3] + ['candidates', letter] + parts[3:])] = value
             else:
                 expanded[key] = value  # (a layer this model lacks is reported as unexpected)

@@ -83,7 +83,9 @@ def probe_mixer(letter: str, type_name: str, mixer: nn.Module, dim: int, num_pre
     """Call ``mixer`` once on ``[1, prefix + 2 * 3, dim]`` tokens (with a RoPE table when ``rope_dim``, the head
     dim, is given) on its own device (the meta device works) and check its projections and output shape.
 
-    Gradients are recorded, so that the mixers' reference (torch) paths run: no kernel is compiled here.
+    Gradients are recorded, so that the mixers' reference (torch) paths run: no kernel is compiled here. The call
+    runs outside the caller's ``torch.inference_mode()``; a mixer built under it (inference-tensor parameters,
+    which autograd cannot save) is called without recording gradients: the caller's context, not the mixer's fault.
     """
     what = _what(letter, type_name)
     if getattr(mixer, 'inherits', None) == 'qkv_proj':
@@ -91,8 +93,9 @@ def probe_mixer(letter: str, type_name: str, mixer: nn.Module, dim: int, num_pre
     tensors = list(mixer.parameters()) + list(mixer.buffers())
     device = tensors[0].device if tensors else torch.device('cpu')
     h, w = PROBE_GRID
-    with torch.inference_mode(False), torch.enable_grad():
-        x = torch.randn(1, num_prefix_tokens + h * w, dim, device=device).requires_grad_()
+    record = not any(t.is_inference() for t in tensors)
+    with torch.inference_mode(False), torch.set_grad_enabled(record):
+        x = torch.randn(1, num_prefix_tokens + h * w, dim, device=device).requires_grad_(record)
         rope = torch.randn(h * w, 2 * rope_dim, device=device) if rope_dim else None
         training = mixer.training
         mixer.eval()

@@ -161,7 +161,9 @@ def check_entry(entry: MixerEntry, common: Mapping[str, Any], rope_dim: Optional
     args = (entry.letter, entry.type)
     probe = dict(dim=common['dim'], num_prefix_tokens=common.get('num_prefix_tokens', 1),
                  qkv_bias=common.get('qkv_bias', True), proj_bias=common.get('proj_bias', True), rope_dim=rope_dim)
-    with torch.random.fork_rng(devices=[]):  # a model draws the same random numbers whatever its table
+    # a model draws the same random numbers whatever its table; the probe mixers are built outside the caller's
+    # inference mode (a model built under torch.inference_mode() is probed with gradients like any other)
+    with torch.random.fork_rng(devices=[]), torch.inference_mode(False):
         try:
             with torch.device('meta'):
                 mixer = entry.build(**common)

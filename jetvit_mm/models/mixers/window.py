@@ -1,5 +1,6 @@
 """Window attention with global prefix tokens: the 'W' mixer."""
-from typing import Optional, Tuple
+import numbers
+from typing import Any, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -14,6 +15,13 @@ from .kernels.window_flex import window_block_mask
 from .rope import check_num_tokens, rotate_query_key
 from .window_export import masked_window_attention
 from .window_layout import window_merge, window_partition
+
+
+def check_window_size(window_size: Any) -> None:
+    """ValueError naming ``window_size`` unless it is an int >= 1 (NaN, 0, negatives, floats, bools refused)."""
+    if isinstance(window_size, bool) or not isinstance(window_size, numbers.Integral) or window_size < 1:
+        raise ValueError(f'window_size must be >= 1, an int (the W mixer\'s window side, in patches), got '
+                         f'{window_size!r} ({type(window_size).__name__}); e.g. window_size=16')
 
 
 def window_key_mask(
@@ -102,8 +110,7 @@ class WindowAttention(TokenMixer):
             kernel: str = 'auto',
     ) -> None:
         super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
-        if window_size < 1:
-            raise ValueError(f'window_size must be >= 1, got {window_size}')
+        check_window_size(window_size)
         self.window_size = window_size
         self.kernel = check_kernel(kernel, WINDOW_KERNELS, 'window_kernel')
         self.attn_drop = nn.Dropout(attn_drop)
