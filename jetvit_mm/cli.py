@@ -64,13 +64,26 @@ positive.__name__, count.__name__ = 'an integer >= 1', 'an integer >= 0'
 
 
 def arch_string(text: str) -> str:
-    """argparse type: an arch string, one known mixer letter per layer (its length is checked against the model)."""
+    """argparse type: an arch string, one capital letter per layer. Which letters are valid is the model's to say (a
+    plugin declares its own with ``mixers=``): the tools check them against the config's (:func:`check_arch_letters`),
+    and the length against the model."""
+    if not text or not all('A' <= letter <= 'Z' for letter in text):
+        raise argparse.ArgumentTypeError(f'expected one capital mixer letter per layer (e.g. LWLLWWLLWFLF; a model '
+                                         f'declares its letters with mixers=...), got {text!r}')
+    return text
+
+
+def check_arch_letters(parser: argparse.ArgumentParser, option: str, arch: Optional[str], letters: str) -> None:
+    """``arch`` (the value of ``option``) uses only ``letters``, the config's declared mixer letters; otherwise
+    argparse's usage error names the option, the bad letters and the valid ones."""
     from jetvit_mm.models.mixers import validate_arch
 
+    if arch is None:
+        return
     try:
-        return validate_arch(text)
+        validate_arch(arch, letters=letters)
     except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+        parser.error(f'{option}: {error}')
 
 
 def _flag(name: str) -> str:

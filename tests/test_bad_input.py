@@ -507,3 +507,23 @@ def test_a_bad_window_size_is_named_not_blamed_on_the_mixer_contract(window_size
             build()
         assert not isinstance(error.value, MixerContractError)
 # ============================================================================= end of issue 29: models (brief H5)
+
+
+# ============================================================ arch letters: the config's, a plugin's included
+def test_arch_options_take_the_configs_letters_a_plugins_included(files, capsys, monkeypatch):
+    """``--arch`` / ``--step1-arch`` accept any capital letter at parsing and check it against the letters CONFIG's
+    backbone declares: the example plugin's C and P pass that check (and fail later only on the empty checkpoint),
+    an undeclared letter is named with the plugin's valid letters."""
+    from jetvit_mm.cli import arch_string
+
+    plugin = REPO / 'examples' / 'pooled_attention' / 'configs' / 'seg_pooled_tiny.py'
+    monkeypatch.syspath_prepend(str(plugin.parents[1]))  # the plugin package, as its README installs it
+    with pytest.raises(argparse.ArgumentTypeError, match=r"one capital mixer letter per layer.*got 'L-W'"):
+        arch_string('L-W')
+    with pytest.raises(SystemExit):
+        load_tool('export_hybrid').main([str(plugin), files['ckpt'], '--arch', 'CPZL', '--out-dir', str(files['tmp'])])
+    err = capsys.readouterr().err
+    assert "--arch: arch 'CPZL' has invalid letter(s): 'Z' at layer 2" in err and 'C' in err.split('valid')[-1], err
+    with pytest.raises(Exception) as error:  # past the letters: the (empty) checkpoint is what fails now
+        load_tool('export_hybrid').main([str(plugin), files['ckpt'], '--arch', 'CPCL', '--out-dir', str(files['tmp'])])
+    assert 'invalid letter' not in str(error.value) and not isinstance(error.value, SystemExit)

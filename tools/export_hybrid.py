@@ -7,17 +7,20 @@
 import argparse
 
 from mmengine.config import Config, DictAction
+from mmengine.utils import import_modules_from_strings
 
-from jetvit_mm.cli import arch_string, check_inputs, check_outputs
+from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_from_checkpoint
+from jetvit_mm.mm.search_runner import declared_letters
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config', help='downstream config whose model.backbone matches the supernet')
     parser.add_argument('checkpoint', help='supernet distillation checkpoint')
-    parser.add_argument('--arch', required=True, type=arch_string, help='one mixer letter per layer')
+    parser.add_argument('--arch', required=True, type=arch_string,
+                        help='one mixer letter per layer, of the letters CONFIG\'s backbone declares (default L, W, F)')
     parser.add_argument('--out-dir', required=True)
     parser.add_argument('--head-checkpoint',
                         help='trained downstream checkpoint of CONFIG (e.g. the teacher\'s probe): its head goes '
@@ -28,10 +31,12 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config'))
     check_outputs(parser, args, dirs=('out_dir', ))
-    enable_runner_checkpoint_loading()
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
+    import_modules_from_strings(**cfg.get('custom_imports', dict(imports=[])))  # a plugin's mixers
+    check_arch_letters(parser, '--arch', args.arch, declared_letters(cfg))
+    enable_runner_checkpoint_loading()
     paths = export_from_checkpoint(cfg, args.checkpoint, args.arch, args.out_dir, args.head_checkpoint,
                                    args.distill_config)
     for kind, path in paths.items():

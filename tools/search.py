@@ -20,7 +20,7 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.utils import import_modules_from_strings
 
-from jetvit_mm.cli import arch_string, check_inputs, check_outputs, finite, positive
+from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs, finite, positive
 from jetvit_mm.cli import count as count_arg
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_hybrid
@@ -93,16 +93,24 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error('--min-gain is a Step 1 option: pass --stage 1, or drop it')
     if args.distill_config and not args.export:
         parser.error('--distill-config is used by --export only: pass --export, or drop it')
+    if args.step1_arch is not None:  # the letters the config's backbone declares (a plugin's too)
+        check_arch_letters(parser, '--step1-arch', args.step1_arch, declared_letters(load_search_config(args)))
     return args
+
+
+def load_search_config(args: argparse.Namespace) -> Config:
+    """CONFIG with --cfg-options applied, its custom imports (a plugin's mixers) imported."""
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    import_modules_from_strings(**cfg.get('custom_imports', dict(imports=[])))
+    return cfg
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
     enable_runner_checkpoint_loading()
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
-    import_modules_from_strings(**cfg.get('custom_imports', dict(imports=[])))
+    cfg = load_search_config(args)
     work_dir = Path(args.work_dir or Path('work_dirs') / f'search_{Path(args.config).stem}')
     state_path = work_dir / 'search_state.json'
 
