@@ -204,3 +204,58 @@ def test_a_failed_save_leaves_the_previous_file_and_no_partial_one(tmp_path, mon
     with pytest.raises(OSError, match='No space left on device'):
         export_onnx(module, path, 16)
     assert path.read_bytes() == b'the previous export' and [p.name for p in tmp_path.iterdir()] == ['model.onnx']
+
+
+# ------------------------------------------------------------------ the deployment export at a fixed size
+def softmax_widths(path: Path) -> list:
+    """The static last dimension of every Softmax's input in the ONNX graph at ``path`` (the keys each query sees)."""
+    import onnx
+
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    shapes = {v.name: v.type.tensor_type.shape for v in list(model.graph.value_info) + list(model.graph.output)}
+    widths = []
+    for node in model.graph.node:
+        if node.op_type == 'Softmax':
+            dims = shapes[node.input[0]].dim
+            widths.append(dims[-1].dim_value if dims[-1].HasField('dim_value') else None)
+    return widths
+
+
+@pytest.mark.integration
+def test_fixed_size_export_keeps_the_windows_and_matches_torch(tmp_path):
+    """At a fixed input size the W layers are exported windowed: their softmax runs over a window's keys and the
+    prefix, not over all tokens; onnxruntime matches torch at that size and two batches (one the trace did not see),
+    on a grid larger than the window whose windows need padding."""
+    backbone = perturbed(JetViT(model_name='dinov3_vits16', arch='WLFW', out_indices=(1, 3), **TINY))
+    module = ExportModule(backbone).eval()
+    grid, prefix = (10, 14), backbone.num_prefix_tokens  # 3 x 4 windows of 4 x 4, the last ones padded
+    fixed = export_onnx(module, tmp_path / 'fixed.onnx', 16, fixed_size=(16 * grid[0], 16 * grid[1]))
+    session = onnx_session(fixed)
+    for batch in (1, 3):
+        image = torch.randn(batch, 3, 16 * grid[0], 16 * grid[1])
+        with torch.no_grad():
+            expected = module(image)
+        for g, e in zip(run_onnx(session, image), expected):
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4 * float(e.abs().max()))
+    window_keys = 4 * 4 + prefix
+    assert softmax_widths(fixed).count(window_keys) == 2  # each W layer's patch queries: their window and the prefix
+    dynamic = export_onnx(module, tmp_path / 'dynamic.onnx', 16)
+    assert window_keys not in softmax_widths(dynamic)  # any size: W as masked full attention
+
+
+def test_fixed_size_must_be_whole_patches(tmp_path):
+    module = ExportModule(JetViT(model_name='dinov3_vits16', arch='W', **{**TINY, 'depth': 1})).eval()
+    with pytest.raises(ValueError, match=r'multiples of the patch size 16'):
+        export_onnx(module, tmp_path / 'x.onnx', 16, fixed_size=(100, 64))
+
+
+def test_export_tool_checks_at_the_fixed_size_and_above_the_window(tmp_path):
+    config = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
+    fixed = run_tool('export_onnx.py', config, '--out', tmp_path / 'fixed.onnx', '--fixed-size', 96, 160)
+    assert 'onnxruntime vs torch at 3x96x160' in fixed.stdout, fixed.stdout
+    dynamic = run_tool('export_onnx.py', config, '--out', tmp_path / 'dynamic.onnx')
+    size = dynamic.stdout.split('onnxruntime vs torch at 3x')[1].split(':')[0]
+    rows, cols = (int(side) // 16 for side in size.split('x'))
+    from mmengine.config import Config
+    window = Config.fromfile(config).model.backbone.get('window_size', 16)
+    assert rows > window and cols > window, (size, window)

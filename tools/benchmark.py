@@ -363,9 +363,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='dpt: time the depth model of the paper\'s Table 4, the backbone (a DINOv2 model) and '
                              'DepthAnythingV2\'s DPT head (widths from --config\'s decode_head, else the model\'s '
                              'preset); sizes must be multiples of 14')
-    models.add_argument('--onnxruntime', action='store_true',
+    models.add_argument('--onnxruntime', nargs='?', const='dynamic', default=None, choices=('dynamic', 'fixed'),
                         help='also time each model\'s ONNX export in an onnxruntime CPU session, in the same '
-                             'interleaved run (fp32, CPU; needs the deploy extra)')
+                             'interleaved run (fp32, CPU; needs the deploy extra): one export for every size '
+                             '(dynamic, the default; W as masked full attention) or one per size (fixed: W keeps '
+                             'its windows)')
     models.add_argument('--no-teacher', action='store_true', help='do not add the all-F teacher as reference')
     models.add_argument('--no-memory', action='store_true', help='skip the peak-memory processes')
     models.add_argument('--profile', action='store_true',

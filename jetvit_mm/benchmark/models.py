@@ -3,7 +3,7 @@ pair timed in one interleaved round-robin, with images/s, the peak memory of one
 counted and the speed-up over the all-F teacher."""
 import os
 import statistics
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -109,14 +109,14 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
                      device: str, warmup: int, repeat: int, compile_model: bool, cuda_graph: bool,
                      throughput: Optional[int], threads: int, memory: bool, profile: bool, malloc: str,
                      malloc_kept: bool, on_round: Optional[Callable[[int, bool], None]] = None,
-                     onnxruntime: bool = False, freeze: bool = False) -> Dict[str, object]:
+                     onnxruntime: Union[bool, str] = False, freeze: bool = False) -> Dict[str, object]:
     """Latency (median, min, max, and of the quiet samples), images/s, FLOPs, peak memory and speed-ups of every
     entry at every size (default: 32 x 64 and 64 x 128 patches); prints the table and the targets and returns the
     result. ``throughput``: None (images/s of the latency run), a batch, or -1 (the largest power-of-two batch that
     fits on CUDA). ``onnxruntime``: also each model's ONNX export in an onnxruntime CPU session, in the same
-    round-robin (rows labelled ``<label> (onnxruntime)``). ``freeze`` (with ``compile_model``): inductor's freezing
-    for every model alike (weights folded into the graph as constants; on the CPU the Linears' weights prepacked
-    for oneDNN), PyTorch's setting for CPU inference."""
+    round-robin (rows labelled ``<label> (onnxruntime)``; ``'fixed'``: exported once per size, W windowed).
+    ``freeze`` (with ``compile_model``): inductor's freezing for every model alike (weights folded into the graph as
+    constants; on the CPU the Linears' weights prepacked for oneDNN), PyTorch's setting for CPU inference."""
     dev, torch_dtype = torch.device(device), DTYPES[dtype]
     models: Dict[str, nn.Module] = {}
     for e in entries:
@@ -149,7 +149,7 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     if onnxruntime:
         from .onnx_runtime import onnx_calls
 
-        calls.update(onnx_calls(models, sizes, batch, threads, dev, torch_dtype))
+        calls.update(onnx_calls(models, sizes, batch, threads, dev, torch_dtype, fixed=onnxruntime == 'fixed'))
     others: Dict[str, List[Optional[float]]] = {name: [] for name in calls}
 
     def run(name: str) -> torch.Tensor:

@@ -6,6 +6,9 @@ position embeddings built from the grid with tensor ops, the squeeze conv as a s
 padded and masked whatever the grid). The TorchScript-based exporter (``dynamo=False``) turns the grid into
 constants, so it is refused with an error naming the one that works.
 """
+import contextlib
+from typing import Iterator
+
 import torch
 
 LEGACY_EXPORT_ERROR = (
@@ -15,9 +18,29 @@ LEGACY_EXPORT_ERROR = (
     'dynamo=True) with dynamic_shapes, or tools/export_onnx.py (dynamic batch, height and width)')
 
 
+_FIXED_GRID = [False]  # set by fixed_grid_export() for the export it wraps
+
+
 def exporting() -> bool:
     """True while ``torch.export`` traces the model (also under ``torch.onnx.export(dynamo=True)``)."""
     return torch.compiler.is_exporting()
+
+
+def exporting_symbolic_grid() -> bool:
+    """True while ``torch.export`` traces the model with a symbolic patch grid (any input size): what the W layers
+    ask before replacing their windows by a masked full attention. False under :func:`fixed_grid_export`."""
+    return torch.compiler.is_exporting() and not _FIXED_GRID[0]
+
+
+@contextlib.contextmanager
+def fixed_grid_export() -> Iterator[None]:
+    """An export at one input size (static height and width): the W layers keep their windows (the number of
+    windows is a constant of the graph), so an exported W costs window attention, not full attention."""
+    previous, _FIXED_GRID[0] = _FIXED_GRID[0], True
+    try:
+        yield
+    finally:
+        _FIXED_GRID[0] = previous
 
 
 def check_not_legacy_onnx_export() -> None:

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..tracing import exporting
+from ..tracing import exporting_symbolic_grid
 from .base import TokenMixer
 from .kernels import WINDOW_KERNELS, check_kernel, compiled, flex_window_attention, select_window_kernel
 from .kernels.selfcheck import fast_path_ok
@@ -126,7 +126,7 @@ class WindowAttention(TokenMixer):
         P = self.num_prefix_tokens
         check_num_tokens(N, P, grid_size)
         qkv = self.qkv(x)
-        if exporting():  # a symbolic grid (ONNX): the same attention as one masked full attention
+        if exporting_symbolic_grid():  # ONNX at any size: the same attention as one masked full attention
             out = masked_window_attention(qkv, tuple(grid_size), self.window_size, self.num_heads, P, rope,
                                           self.rotate_half)
             return self.proj_drop(self.proj(out))
