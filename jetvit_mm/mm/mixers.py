@@ -5,6 +5,7 @@ package a config's ``custom_imports`` imports) is registered in ``MODELS`` under
 ``MODELS.build(dict(type='WindowAttention', dim=..., num_heads=...))`` works; and a mixer class a plugin registers
 only in ``MODELS`` (``@MODELS.register_module()``) is found by a model's ``mixers=dict(P=dict(type=...))``.
 """
+import warnings
 from typing import Optional, Type
 
 from mmengine.registry import MODELS
@@ -16,8 +17,18 @@ __all__ = ['mirror_mixers']
 
 
 def _into_models(name: str, cls: Type[nn.Module]) -> None:
-    if MODELS.module_dict.get(name) is not cls:
-        MODELS.register_module(name=name, module=cls, force=name in MODELS.module_dict)
+    """Mirror one core mixer into ``MODELS``. A name ``MODELS`` already gives to another package's type (not a token
+    mixer) is left to it, with a warning: configs still reach the mixer through a model's ``mixers=`` table (the
+    core registry), only a bare ``MODELS.build(dict(type=name))`` builds the other type."""
+    taken = MODELS.module_dict.get(name)
+    if taken is cls:
+        return
+    if taken is not None and not hasattr(taken, 'inherits'):
+        warnings.warn(f'jetvit_mm: the token mixer {name!r} ({cls.__module__}.{cls.__qualname__}) is not mirrored into '
+                      f'mmengine\'s MODELS, where {name!r} is already {taken.__module__}.{taken.__qualname__}; a '
+                      f'model\'s mixers=dict(X=dict(type={name!r})) still builds the mixer', stacklevel=2)
+        return
+    MODELS.register_module(name=name, module=cls, force=taken is not None)  # a mixer replaced by its own name
 
 
 def _from_models(name: str) -> Optional[Type[nn.Module]]:
