@@ -120,3 +120,14 @@ def test_kill_and_resume_from_a_full_checkpoint_continues_identically(sharded_ru
     assert resumed.keys() == uninterrupted.keys()
     for key, value in uninterrupted.items():
         assert torch.allclose(resumed[key], value, rtol=1e-5, atol=1e-6), key
+
+
+def test_max_keep_ckpts_removes_the_shards_with_their_file(tiny_cityscapes, teacher, tmp_path):
+    """mmengine's max_keep_ckpts removes an old iter_N.pth; its iter_N.dcp folder goes with it (it cannot be loaded
+    without the file), and a folder of the user's own is left alone."""
+    (tmp_path / 'notes.dcp').mkdir()
+    train(tmp_path, tiny_cityscapes, teacher, 'train_cfg.max_iters=3', 'default_hooks.checkpoint.interval=1',
+          'default_hooks.checkpoint.max_keep_ckpts=1', 'model_wrapper_cfg.checkpoint=sharded')
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in ('.pth', '.dcp')) == [
+        'iter_3.dcp', 'iter_3.pth', 'notes.dcp']
+    assert weights(tmp_path / 'iter_3.pth')  # the kept checkpoint still loads, shards verified

@@ -20,6 +20,8 @@ import os
 import os.path as osp
 import pathlib
 import pickle
+import re
+import shutil
 from typing import Any, BinaryIO, Dict, List, Optional, Tuple
 
 import torch
@@ -289,7 +291,26 @@ def gather_checkpoint_state(wrapper, optim_wrapper, out_dir: str, filename: str,
     directory = osp.join(out_dir, name)
     dcp.save(state, checkpoint_id=directory)
     return dict(state_dict={}, meta={MODE_KEY: 'sharded', SHARDED_KEY: name,
-                                     DIGESTS_KEY: record_shard_digests(directory)})
+                                     DIGESTS_KEY: record_shard_digests(directory)}, directory=directory)
+
+
+RUNNER_CHECKPOINT = re.compile(r'^(iter|epoch)_\d+$')  # the stems of mmengine's CheckpointHook files
+
+
+def remove_orphan_shards(out_dir: str, keep: str) -> List[str]:
+    """Remove the ``iter_N.dcp`` / ``epoch_N.dcp`` folders of ``out_dir`` whose ``.pth`` is gone (mmengine's
+    ``max_keep_ckpts`` removes the file only): without it a folder cannot be loaded (the ``.pth`` holds its meta and
+    digests). ``keep`` (the folder being written now, whose ``.pth`` comes next) stays; so does every other folder.
+    Returns the removed paths."""
+    removed = []
+    for entry in sorted(os.listdir(out_dir)):
+        stem, suffix = osp.splitext(entry)
+        path = osp.join(out_dir, entry)
+        if (suffix == '.dcp' and entry != keep and RUNNER_CHECKPOINT.match(stem) and osp.isdir(path)
+                and not osp.exists(osp.join(out_dir, stem + '.pth'))):
+            shutil.rmtree(path)
+            removed.append(path)
+    return removed
 
 
 @HOOKS.register_module()
@@ -321,6 +342,8 @@ class FSDP2CheckpointHook(Hook):
         else:
             checkpoint.pop('optimizer', None)
         checkpoint.setdefault('meta', {}).update(pending['meta'])
+        if 'directory' in pending:  # max_keep_ckpts removed an older .pth: its shards go too
+            remove_orphan_shards(osp.dirname(pending['directory']), osp.basename(pending['directory']))
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Load into the sharded model here (mmengine's own loader cannot fill DTensors); hand mmengine back the
