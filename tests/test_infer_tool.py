@@ -321,3 +321,20 @@ def test_compare_and_pca_outputs_never_collide_or_overwrite(checkpoints, tmp_pat
     assert proc.returncode != 0 and str(other / 'compare.json') in proc.stderr, proc.stderr[-2000:]
     assert (other / 'compare.json').read_text() == '{"mine": 1}' and [p.name for p in other.iterdir()] == [
         'compare.json']
+
+
+def test_depth_from_an_official_depth_anything_v2_file_in_two_lines(images, tmp_path):
+    """An official DepthAnythingV2 checkpoint (pretrained.* + depth_head.*) and a folder of images give the depth maps
+    in one call (the config names the model size), the same as through tools/convert_depth_anything.py."""
+    from .test_depth import write_original_checkpoint
+
+    official = tmp_path / 'depth_anything_v2_vits_tiny.pth'
+    write_original_checkpoint(official, depth=4, taps=(0, 1, 2, 3))
+    run_tool('infer.py', DEPTH, official, images, '--out-dir', tmp_path / 'direct')
+    run_tool('convert_depth_anything.py', official, tmp_path / 'converted.pth')
+    run_tool('infer.py', DEPTH, tmp_path / 'converted.pth', images, '--out-dir', tmp_path / 'converted')
+    for name in ('img0', 'img1'):
+        direct = np.load(tmp_path / 'direct' / f'{name}_disparity.npy')
+        assert direct.std() > 0 and np.array_equal(direct, np.load(tmp_path / 'converted' / f'{name}_disparity.npy'))
+        png16 = cv2.imread(str(tmp_path / 'direct' / f'{name}_disparity16.png'), cv2.IMREAD_UNCHANGED)
+        assert png16.dtype == np.uint16 and (tmp_path / 'direct' / f'{name}_depth.png').is_file()

@@ -2,6 +2,8 @@
 colour-mapped PNG, raw disparity .npy and a 16-bit PNG), any image size, batched.
 
     python tools/infer.py CONFIG CHECKPOINT IMAGES... --out-dir OUT [--batch 4] [--device cpu]
+    python tools/infer.py configs/depth/depthanything_large_eval.py depth_anything_v2_vitl.pth FOLDER --out-dir OUT
+                                                                  (an official DepthAnythingV2 file, as it is)
     python tools/infer.py CHECKPOINT IMAGES... --out-dir OUT      (a .pth that carries its config: a tools/train.py
                                                                    checkpoint, an exported hybrid_<ARCH>_with_head.pth)
     ... --compare TEACHER_CKPT [--pca]    teacher | hybrid side by side, per-pixel difference, latency of each
@@ -24,8 +26,8 @@ CHECKPOINT_SUFFIXES = ('.pth', '.pt')
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0], usage='%(prog)s [CONFIG] CHECKPOINT '
-                                     'IMAGES... --out-dir OUT [options]')
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     usage='%(prog)s [CONFIG] CHECKPOINT IMAGES... --out-dir OUT [options]')
     parser.add_argument('paths', nargs='+', metavar='[CONFIG] CHECKPOINT IMAGES',
                         help='CONFIG (left out when CHECKPOINT, a .pth, carries its config), CHECKPOINT (weights of '
                              'the config\'s model; "none" for the config\'s own), then image files, folders or glob '

@@ -11,12 +11,14 @@ Output names never collide (:func:`output_stems`: each input's path below the in
 overwritten that this run did not write (:func:`check_outputs_free`: refused before any image is read, unless
 ``overwrite``; an input image of the run is never overwritten).
 """
+import contextlib
 import copy
 import glob
 import os.path as osp
+import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import cv2
 import numpy as np
@@ -143,6 +145,25 @@ def resolve_config(config: Optional[Union[str, Path]], checkpoint: Optional[str]
     return config_of_checkpoint(checkpoint)
 
 
+@contextlib.contextmanager
+def mmseg_layout(checkpoint: str) -> Iterator[str]:
+    """``checkpoint``, or for an official DepthAnythingV2 file (``pretrained.*`` + ``depth_head.*``) the same weights
+    in the mmseg layout a depth config's model loads, written to a temporary folder for the block's duration (what
+    tools/convert_depth_anything.py writes once)."""
+    from jetvit_mm.models.depth_anything import export_mmseg_checkpoint
+
+    from .checkpoint import load_local_checkpoint
+
+    state = load_local_checkpoint(checkpoint, map_location='cpu', mmap=True)
+    keys = list((state.get('state_dict', state) if isinstance(state, dict) else {}).keys())
+    del state
+    if not (any(k.startswith('pretrained.') for k in keys) and any(k.startswith('depth_head.') for k in keys)):
+        yield checkpoint
+        return
+    with tempfile.TemporaryDirectory(prefix='jetvit_depth_anything_') as folder:
+        yield str(export_mmseg_checkpoint(checkpoint, Path(folder) / (Path(checkpoint).stem + '_mmseg.pth')))
+
+
 def load_model(config, checkpoint: Optional[str], device: str = 'cpu'):
     """mmseg's ``init_model`` (``config``: a file or a :class:`~mmengine.config.Config`) with the checkpoint checked
     to fit the config's model first (a clear error naming the missing or mis-shaped keys or the other arch, instead
@@ -155,8 +176,9 @@ def load_model(config, checkpoint: Optional[str], device: str = 'cpu'):
     model = init_model(config if isinstance(config, (str, Path)) else copy.deepcopy(config), None, device=device)
     name = config if isinstance(config, (str, Path)) else config.filename
     if checkpoint is not None:
-        check_checkpoint_fits(model, checkpoint, str(name))
-        loaded = load_checkpoint(model, checkpoint, map_location='cpu', strict=False)
+        with mmseg_layout(checkpoint) as checkpoint:
+            check_checkpoint_fits(model, checkpoint, str(name))
+            loaded = load_checkpoint(model, checkpoint, map_location='cpu', strict=False)
         meta = loaded.get('meta', {}) if isinstance(loaded, dict) else {}
         if meta.get('dataset_meta'):
             model.dataset_meta = meta['dataset_meta']
