@@ -117,7 +117,7 @@ def test_report_rows_of_the_alternatives(tmp_path):
     assert rows['teacher_small']['speedup'] == round(31 / 12.5, 2)
     assert all(rows[t]['search_mIoU'] is None for t in ('cluster_2F', 'cluster_all_L', 'teacher_small'))
     text = (tmp_path / 'results.md').read_text()
-    assert '| teacher + token clustering (training-free) | `FFF` + `f2@1` | 80.00 | - | 24 | 1.29x |' in text
+    assert '| teacher + token clustering, near 2-F speed | `FFF` + `f2@1` | 80.00 | - | 24 | 1.29x |' in text
     assert '| smaller teacher (half width) | `FFF` | 82.00 | - | 12 | 2.48x |' in text
     assert (tmp_path / 'pareto_dinov3b_1024x2048.png').stat().st_size > 0
 

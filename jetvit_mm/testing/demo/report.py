@@ -11,8 +11,8 @@ from .latency import clustering_latency, small_teacher_latency
 
 ROWS = (('teacher', 'teacher (all F)'), ('all_L', 'all L'), ('all_W', 'all W'), ('step1', 'Step 1: L+W search'),
         ('1F', 'Step 2: + 1 F'), ('2F', 'Step 2: + 2 F'),
-        ('cluster_2F', 'teacher + token clustering (training-free)'),
-        ('cluster_all_L', 'teacher + token clustering (training-free)'),
+        ('cluster_2F', 'teacher + token clustering, near 2-F speed'),
+        ('cluster_all_L', 'teacher + token clustering, near all-L speed'),
         ('teacher_small', 'smaller teacher (half width)'),
         ('inherit_all', 'all L, every weight inherited'), ('inherit_mlp', 'all L, MLPs only inherited'))
 ALTERNATIVES = ('cluster_', 'teacher_small')  # tags of the rows that are not JetViT archs (no search score)
