@@ -31,10 +31,11 @@ side), and reports latency (median, min, max), images/s, the peak memory of one 
 process per arch and size: jetvit_mm/benchmark/memory.py), FLOPs with attention counted
 (jetvit_mm/benchmark/flops.py) and the speed-up over the all-F teacher (always added unless --no-teacher).
 Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F layers (12 layers: LWLLWWLLWFLF).
-``--baseline NAME=f2@3`` adds the training-free token-clustering baseline on the teacher (2x2 patch tokens per
-cluster after block 3, reconstructed for the outputs; jetvit_mm/models/token_reduction.py), timed in the same
-round-robin and reported with its speed-up over the teacher like the archs (FLOPs: the blocks' Linears and attention
-on the tokens they see; the clustering's own einsums are not counted).
+``--baseline NAME=f2@1-9`` adds the training-free token-clustering baseline on the teacher (2x2 patch tokens per
+cluster after block 1, full resolution again after block 9, every output the head reads reconstructed;
+jetvit_mm/models/token_reduction.py), timed in the same round-robin and reported with its speed-up over the teacher
+like the archs (FLOPs: the blocks' Linears and attention on the tokens they see; the clustering's own einsums are not
+counted).
 ``--head dpt`` times the depth model instead (JetViT-DepthAnything: the backbone's four tapped layers and
 DepthAnythingV2's DPT head, as in the paper's Table 4), e.g. ``--model dinov2_vitl14 --head dpt --size 518 1022``
 or ``--config configs/depth/depthanything_large_eval.py --head dpt``; its FLOPs are the part ``head``.
@@ -360,7 +361,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='also time the teacher with training-free token clustering (jetvit_mm/models/'
                              'token_reduction.py), labelled NAME, repeatable; SPEC f<FACTOR>@<AFTER>[-<UNTIL>]: '
                              'FACTOR x FACTOR patch tokens per cluster, clustered after block AFTER (0-based), full '
-                             'resolution again after block UNTIL (default: the last), e.g. --baseline tc-a=f2@3')
+                             'resolution again after block UNTIL (default: the last), e.g. --baseline tc=f2@1-9')
     models.add_argument('--config', default=None, help='take the JetViT arguments from this config\'s model.backbone')
     models.add_argument('--checkpoint', type=Path, default=None,
                         help='exported JetViT checkpoint for the one non-teacher --arch (otherwise random weights); '

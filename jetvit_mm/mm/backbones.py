@@ -81,7 +81,7 @@ class JetViTSupernet(_FrameworkPretrained, core_supernet.JetViTSupernet):
 @MODELS.register_module(name='TokenClusteringJetViT')
 class TokenClusteringJetViT(_FrameworkPretrained, core_token_reduction.TokenClusteringJetViT):
     """:class:`jetvit_mm.models.token_reduction.TokenClusteringJetViT` (the training-free token-clustering baseline:
-    ``clustering='f2@3'``) with ``init_cfg`` / ``pretrained`` (see the module)."""
+    ``clustering='f2@1-9'``) with ``init_cfg`` / ``pretrained`` (see the module)."""
 
 
 __all__ = ['JetViT', 'JetViTSupernet', 'TokenClusteringJetViT', 'pretrained_init_cfg']

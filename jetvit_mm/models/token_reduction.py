@@ -16,7 +16,7 @@ embeddings were added before any clustering and need nothing.
 
 ``factor=1`` clusters nothing: the model then runs the teacher's own code, bit for bit.
 
-Use :class:`TokenClusteringJetViT` like a :class:`~jetvit_mm.models.jetvit.JetViT` (``clustering='f2@3'``), or
+Use :class:`TokenClusteringJetViT` like a :class:`~jetvit_mm.models.jetvit.JetViT` (``clustering='f2@1-9'``), or
 :func:`apply_token_clustering` on a built JetViT (in place, as ToMe patches a timm model).
 """
 import math
