@@ -8,13 +8,16 @@ import torch
 
 from jetvit_mm.models import JetViT, JetViTDepthAnything, SimpleFeaturePyramid
 from jetvit_mm.models.token_reduction import (
+    OFFSETS,
     ClusterSpec,
     TokenClusteringJetViT,
     apply_token_clustering,
     cluster_rope,
     cluster_tokens,
+    neighbours,
     parse_cluster_spec,
     reconstruct,
+    scatter_to_neighbours,
     to_cells,
 )
 
@@ -133,6 +136,20 @@ def test_reconstruction_is_the_tokens_when_the_clusters_did_not_change():
     assert torch.equal(reconstruct(state, centres.flatten(1, 2)), tokens)
     shifted = reconstruct(state, centres.flatten(1, 2) + 1.)  # every cluster moved by 1: so does every token
     torch.testing.assert_close(shifted, tokens + 1.)
+
+
+def test_neighbourhoods_and_their_transpose():
+    torch.manual_seed(0)
+    centres = torch.randn(2, 3, 4, 5)
+    nb = neighbours(centres)
+    for k, (dy, dx) in enumerate(OFFSETS):
+        for y in range(3):
+            for x in range(4):
+                inside = 0 <= y + dy < 3 and 0 <= x + dx < 4
+                expected = centres[:, y + dy, x + dx] if inside else torch.zeros(2, 5)
+                assert torch.equal(nb[:, y, x, k], expected)
+    values = torch.randn(2, 3, 4, 9, 5)  # <neighbours(c), v> == <c, scatter(v)>: the adjoint
+    torch.testing.assert_close((nb * values).sum(), (centres * scatter_to_neighbours(values)).sum())
 
 
 def test_constant_cells_cluster_to_their_value():

@@ -19,6 +19,7 @@ embeddings were added before any clustering and need nothing.
 Use :class:`TokenClusteringJetViT` like a :class:`~jetvit_mm.models.jetvit.JetViT` (``clustering='f2@1-9'``), or
 :func:`apply_token_clustering` on a built JetViT (in place, as ToMe patches a timm model).
 """
+import functools
 import math
 import re
 from dataclasses import dataclass, fields
@@ -121,21 +122,31 @@ def from_cells(cells: torch.Tensor, grid: Tuple[int, int], factor: int) -> torch
     return x[:, :H, :W].reshape(B, H * W, C)
 
 
+@functools.lru_cache(maxsize=16)
+def neighbour_index(h: int, w: int, device: torch.device) -> torch.Tensor:
+    """Flat indices into the zero-padded ``(h + 2) x (w + 2)`` grid of each cell's 3 x 3 neighbourhood,
+    ``[h * w * 9]`` (cell-major, :data:`OFFSETS` order)."""
+    dy = torch.tensor([o[0] for o in OFFSETS], device=device)
+    dx = torch.tensor([o[1] for o in OFFSETS], device=device)
+    ys = torch.arange(h, device=device)[:, None, None] + 1 + dy
+    xs = torch.arange(w, device=device)[None, :, None] + 1 + dx
+    return (ys * (w + 2) + xs).reshape(-1)
+
+
 def neighbours(centres: torch.Tensor) -> torch.Tensor:
     """``[B, h, w, C]`` -> ``[B, h, w, 9, C]``: each cell's 3 x 3 neighbourhood (zeros outside the grid)."""
-    h, w = centres.shape[1:3]
-    padded = F.pad(centres, (0, 0, 1, 1, 1, 1))
-    return torch.stack([padded[:, 1 + dy:1 + dy + h, 1 + dx:1 + dx + w] for dy, dx in OFFSETS], dim=3)
+    B, h, w, C = centres.shape
+    padded = F.pad(centres, (0, 0, 1, 1, 1, 1)).reshape(B, (h + 2) * (w + 2), C)
+    return padded.index_select(1, neighbour_index(h, w, centres.device)).view(B, h, w, 9, C)
 
 
 def scatter_to_neighbours(values: torch.Tensor) -> torch.Tensor:
     """The transpose of :func:`neighbours`: ``[B, h, w, 9, C]`` summed into the cells they came from, ``[B, h, w,
     C]`` (what each cell's tokens send to neighbour k lands in that neighbour)."""
     B, h, w, _, C = values.shape
-    out = values.new_zeros(B, h + 2, w + 2, C)
-    for k, (dy, dx) in enumerate(OFFSETS):
-        out[:, 1 + dy:1 + dy + h, 1 + dx:1 + dx + w] += values[:, :, :, k]
-    return out[:, 1:h + 1, 1:w + 1]
+    out = values.new_zeros(B, (h + 2) * (w + 2), C)
+    out.index_add_(1, neighbour_index(h, w, values.device), values.reshape(B, h * w * 9, C))
+    return out.view(B, h + 2, w + 2, C)[:, 1:h + 1, 1:w + 1]
 
 
 @dataclass
