@@ -31,7 +31,7 @@ Outputs in the work dir: ``results.md`` / ``results.json`` (the table), ``pareto
 ``layer_gains_step{1,2}.png`` (the search's own plots, toy latency), ``pareto_dinov3b_1024x2048.png`` (left: the
 searched archs against their DINOv3-B latency at 1024x2048; right: every row of the table, alternatives included,
 probe mIoU against latency), logs of every step in ``pipeline/logs``.
-About 5 minutes on 2 CPU cores (teacher training included: 35 s), up to 11 when other jobs load the machine.
+About 6-9 minutes on 2 idle CPU cores (teachers' training included), more when other jobs load the machine.
 ``--ablation`` adds the weight-inheritance comparison of docs/toy_reproduction.md (all-L distilled from the
 teacher with every teacher weight vs only the MLPs inherited, same steps, same probe).
 """
