@@ -11,7 +11,14 @@ import jetvit_mm.benchmark.models as model_bench
 from jetvit_mm.benchmark import count_flops
 from jetvit_mm.benchmark.archs import resolve_arch, two_full_arch
 from jetvit_mm.benchmark.mixers import benchmark_mixers, mixer_block
-from jetvit_mm.benchmark.models import benchmark_models, default_sizes, dpt_widths, jetvit_kwargs, model_entries
+from jetvit_mm.benchmark.models import (
+    baseline_entries,
+    benchmark_models,
+    default_sizes,
+    dpt_widths,
+    jetvit_kwargs,
+    model_entries,
+)
 from jetvit_mm.benchmark.targets import distill_step_target, mixer_targets, model_targets
 from jetvit_mm.models.mixers import build_mixer
 
@@ -146,6 +153,38 @@ def test_models_benchmark_interleaves_every_size_and_arch(monkeypatch):
         assert len(samples) == 2 and row['median_ms'] == statistics.median(samples)
 
 
+def test_models_benchmark_times_the_token_clustering_baseline_beside_the_archs(monkeypatch):
+    """``--baseline``'s entries: the teacher with token clustering, in the same round-robin, with its speed-up over
+    the teacher (never over itself, though it has the teacher's arch) and its FLOPs on the tokens it runs."""
+    rounds = []
+    timed = model_bench.time_interleaved
+    monkeypatch.setattr(model_bench, 'time_interleaved',
+                        lambda calls, *a, **k: rounds.append(list(calls)) or timed(calls, *a, **k))
+    kwargs = jetvit_kwargs({'window_size': 2, **TINY}, 'unused')
+    entries = model_entries(kwargs, ['all-L'])
+    entries += baseline_entries(kwargs, [('tc', 'f2@0'), ('tc-late', 'f2@1')], [e['label'] for e in entries])
+    result = benchmark_models(entries, sizes=[(64, 96)], memory=False, profile=True, **QUICK)
+    assert rounds == [[f'64x96 {label}' for label in ('teacher', 'all-L', 'tc', 'tc-late')]]
+    rows = {r['label']: r for r in result['rows']}
+    assert rows['tc']['arch'] == rows['teacher']['arch'] == 'FFF' and rows['tc']['baseline'] == 'f2@0'
+    assert rows['teacher']['baseline'] is None and rows['teacher']['speedup'] == 1.0
+    for label in ('tc', 'tc-late'):
+        assert rows[label]['speedup'] == pytest.approx(rows['teacher']['median_ms'] / rows[label]['median_ms'])
+    # FLOPs on the tokens each block sees: fewer with more blocks on the clusters
+    assert rows['tc']['gflops'] < rows['tc-late']['gflops'] < rows['teacher']['gflops']
+    assert result['entries'][2]['kwargs']['clustering'] == 'f2@0'
+    assert len(result['profiles']['tc']['block_ms']) == 3
+
+
+def test_baseline_entries_refuse_bad_names_and_strengths():
+    kwargs = jetvit_kwargs(TINY, 'unused')
+    with pytest.raises(ValueError, match="--baseline teacher=f2@0: the name must be non-empty and not another "
+                                         "entry's label \\(in use: teacher"):
+        baseline_entries(kwargs, [('teacher', 'f2@0')], ['teacher'])
+    with pytest.raises(ValueError, match='after=2: must be a block index in 0..1 of this 3-layer model'):
+        baseline_entries(kwargs, [('tc', 'f2@2')], ['teacher'])
+
+
 DPT_HEAD = {'features': 16, 'out_channels': [8, 16, 32, 32]}
 DPT_BACKBONE = dict(model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2, out_indices=(0, 1, 2, 3),
                     window_size=2)
@@ -257,11 +296,25 @@ def test_tool_models_takes_the_dpt_widths_of_a_config(tmp_path):
     assert json.loads(out.read_text())['entries'][0]['head'] == {'features': 128, 'out_channels': [96, 192, 384, 768]}
 
 
+def test_tool_models_times_baselines_in_the_same_run(tmp_path):
+    out = tmp_path / 'models.json'
+    proc = benchmark_tool('models', '--model', 'dinov3_vits16', '--arch', 'all-L', '--baseline', 'tc=f2@1',
+                          '--size', '64', '96', '--warmup', '0', '--repeat', '1', '--threads', '1', '--no-memory',
+                          '--json', out, '--linear-cfg', 'kernel=torch', '--window', '2')
+    result = json.loads(out.read_text())
+    assert [(e['label'], e['baseline']) for e in result['entries']] == [('teacher', None), ('all-L', None),
+                                                                        ('tc', 'f2@1')]
+    tc = next(r for r in result['rows'] if r['label'] == 'tc')
+    assert tc['arch'] == 'F' * 12 and tc['speedup'] > 0 and '12F f2@1' in proc.stdout
+
+
 def test_tool_errors_name_the_problem(tmp_path):
     usage = [(['mixers', '--repeat', '0'], '--repeat: must be >= 1, got 0'),
              (['models', '--config', tmp_path / 'nope.py'], 'config file not found'),
              (['plot', tmp_path / 'nope.json', '--out', tmp_path / 'x.png'], 'result file not found'),
-             (['models', '--linear-cfg', 'mixed'], "expected KEY=VALUE, got 'mixed'")]
+             (['models', '--linear-cfg', 'mixed'], "expected KEY=VALUE, got 'mixed'"),
+             (['models', '--baseline', 'tome=r0.5@L2'], "expected NAME=f<FACTOR>@<AFTER>[-<UNTIL>]"),
+             (['models', '--baseline', 'f2@3'], "expected NAME=f<FACTOR>@<AFTER>")]
     if not torch.cuda.is_available():
         usage.append((['mixers', '--device', 'cuda'], '--device cuda: no CUDA device is available here'))
     for argv, message in usage:
@@ -270,7 +323,8 @@ def test_tool_errors_name_the_problem(tmp_path):
     tiny = ['--model', 'dinov3_vits16', '--size', '32', '64', '--no-memory', '--warmup', '0', '--repeat', '1']
     failures = [(['models', '--cuda-graph', '--size', '32', '64'], '--cuda-graph needs --device cuda'),
                 (['models', *tiny, '--linear-cfg', 'precision=half'], "unknown precision 'half'"),
-                (['models', *tiny, '--head', 'dpt'], "no DPT preset for 'dinov3_vits16'; valid: vits, vitb")]
+                (['models', *tiny, '--head', 'dpt'], "no DPT preset for 'dinov3_vits16'; valid: vits, vitb"),
+                (['models', *tiny, '--baseline', 'tc=f2@12'], 'after=12: must be a block index in 0..10')]
     for argv, message in failures:
         proc = benchmark_tool(*argv, check=False)
         assert proc.returncode != 0 and message in proc.stderr, (argv, proc.stderr[-2000:])

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from mmengine.config import Config
+from mmengine.config import Config, DictAction
 from mmengine.registry import DefaultScope
 
 from jetvit_mm.testing.demo import DemoOptions, paths
@@ -96,6 +96,32 @@ def test_report_table(tmp_path):
     assert (tmp_path / 'pareto_dinov3b_1024x2048.png').is_file()
 
 
+def test_report_rows_of_the_alternatives(tmp_path):
+    """Token clustering and the smaller teacher: no search score, their own latency (the clustered blocks, the
+    clustering and the reconstruction; the smaller teacher's own blocks), placed in the table and the picture."""
+    from jetvit_mm.models.token_reduction import parse_cluster_spec
+
+    summary = dict(teacher_score=90.0, archs=[dict(arch='LLL', score=80.0, stage=1)])
+    archs = dict(teacher='FFF', all_L='LLL', cluster_2F='FFF', cluster_all_L='FFF', teacher_small='FFF')
+    miou = dict(teacher=88.0, all_L=70.0, cluster_2F=80.0, cluster_all_L=75.0, teacher_small=82.0)
+    table = {'base': 1.0, 'F': 10.0, 'W': 4.0, 'L': 3.0, 'F@f2': 2.0, 'cluster f2': 0.5, 'reconstruct f2': 0.5,
+             'small base': 0.5, 'small F': 4.0}
+    clusterings = dict(cluster_2F=parse_cluster_spec('f2@1', 3), cluster_all_L=parse_cluster_spec('f2@0-1', 3))
+    report = write_report(tmp_path, tmp_path, summary, archs, miou, table, clusterings)
+    rows = {r['tag']: r for r in report['rows']}
+    assert [r['tag'] for r in report['rows']] == ['teacher', 'all_L', 'cluster_2F', 'cluster_all_L', 'teacher_small']
+    # cluster_2F: blocks 0-1 at full resolution, block 2 on the clusters; cluster_all_L: block 1 on the clusters
+    assert rows['cluster_2F']['latency_ms'] == 1 + 2 * 10 + 2 + 0.5 + 0.5
+    assert rows['cluster_all_L']['latency_ms'] == 1 + 10 + 2 + 10 + 0.5 + 0.5
+    assert rows['teacher_small']['latency_ms'] == 0.5 + 3 * 4
+    assert rows['teacher_small']['speedup'] == round(31 / 12.5, 2)
+    assert all(rows[t]['search_mIoU'] is None for t in ('cluster_2F', 'cluster_all_L', 'teacher_small'))
+    text = (tmp_path / 'results.md').read_text()
+    assert '| teacher + token clustering, near 2-F speed | `FFF` + `f2@1` | 80.00 | - | 24 | 1.29x |' in text
+    assert '| smaller teacher (half width) | `FFF` | 82.00 | - | 12 | 2.48x |' in text
+    assert (tmp_path / 'pareto_dinov3b_1024x2048.png').stat().st_size > 0
+
+
 def _build(cfg: Config):
     from mmseg.registry import MODELS
 
@@ -135,6 +161,34 @@ def test_demo_configs_chain(tmp_path):
         assert torch.equal(model.student.blocks[0].mlp.fc1.weight, model.teacher.blocks[0].mlp.fc1.weight)
 
 
+def test_small_teacher_is_the_teacher_at_half_width_with_the_same_recipe(tmp_path):
+    """The smaller teacher's config: the teacher's, but 32 wide with 2 heads (same head width, depth, RoPE and
+    registers), and its probe builds from the probe config with the demo's options; the token-clustering probe builds
+    the teacher's backbone with clustering."""
+    from jetvit_mm.testing.demo.pipeline import CLUSTERINGS, clustering_options, small_probe_options
+
+    teacher, small = Config.fromfile(paths.TEACHER_CFG), Config.fromfile(paths.SMALL_TEACHER_CFG)
+    width = dict(embed_dim=teacher.model.backbone.embed_dim // 2, num_heads=teacher.model.backbone.num_heads // 2)
+    assert {k: small.model.backbone[k] for k in width} == width and small.model.decode_head.in_channels == 32
+    expected = teacher.to_dict()
+    expected['model']['backbone'].update(width)
+    expected['model']['decode_head']['in_channels'] = width['embed_dim']
+    got = small.to_dict()
+    assert {k: v for k, v in got.items() if k != 'embed_dim'} == {k: v for k, v in expected.items()
+                                                                   if k != 'embed_dim'}
+    for options, kind in ((small_probe_options(), 'JetViT'), (clustering_options(CLUSTERINGS[0][1]),
+                                                              'TokenClusteringJetViT')):
+        probe = Config.fromfile(paths.PROBE_CFG)
+        # as tools/train.py's --cfg-options reads them (mmengine's DictAction: '32' is an int)
+        probe.merge_from_dict({k: DictAction._parse_iterable(v) for k, v in (o.split('=', 1) for o in options)})
+        model = _build(probe)
+        assert type(model.backbone).__name__ == kind and model.backbone.frozen
+        if kind == 'JetViT':
+            assert model.backbone.embed_dim == 32 and model.decode_head.conv_seg.in_channels == 32
+        else:
+            assert model.backbone.clustering.text == CLUSTERINGS[0][1]
+
+
 def test_demo_options_refuse_an_unknown_task():
     with pytest.raises(ValueError, match="unknown task 'partners'; valid: partner, corner"):
         DemoOptions(task='partners')
@@ -149,6 +203,15 @@ def test_latency_table_rounds_of_one_block_per_mixer():
     assert all(r['min'] <= r['median'] <= r['max'] for r in rounds.values())
 
 
+def test_latency_table_times_the_alternatives_parts_in_the_same_rounds():
+    from jetvit_mm.models.token_reduction import ClusterSpec
+
+    rounds = measure_interleaved('dinov3_vits16', (64, 96), repeat=2, warmup=0,
+                                 clusterings=[ClusterSpec(2, 3), ClusterSpec(2, 1)], small_model='dinov3_vits16')
+    assert list(rounds) == ['base', 'F', 'L', 'W', 'F@f2', 'cluster f2', 'reconstruct f2', 'small base', 'small F']
+    assert all(r['min'] <= r['median'] <= r['max'] for r in rounds.values())
+
+
 def test_demo_runs_end_to_end_reuses_its_teacher_and_repeats_its_table(tmp_path):
     """The README's main job at a few iterations per step: every tool of the pipeline runs, the outputs are
     written, and a second run in the same work dir reuses the trained teacher and gives the same table."""
@@ -157,13 +220,14 @@ def test_demo_runs_end_to_end_reuses_its_teacher_and_repeats_its_table(tmp_path)
     for run in range(2):
         proc = run_tool('demo.py', '--work-dir', work, *TINY_DEMO)
         results = json.loads((work / 'results.json').read_text())
-        assert results['teacher_cached'] == (run == 1)
-        assert ('teacher: cached' in proc.stdout) == (run == 1)
+        assert results['teacher_cached'] == results['small_teacher_cached'] == (run == 1)
+        assert ('teacher: cached' in proc.stdout) == ('teacher_small: cached' in proc.stdout) == (run == 1)
         tables.append([(r['tag'], r['arch'], r['mIoU'], r['search_mIoU']) for r in results['rows']])
     assert tables[0] == tables[1]
     archs = {tag: arch for tag, arch, _, _ in tables[0]}
     assert archs['teacher'] == 'F' * 12 and archs['all_L'] == 'L' * 12 and archs['all_W'] == 'W' * 12
     assert set(archs['step1']) <= set('LW') and archs['1F'].count('F') == 1 and archs['2F'].count('F') == 2
+    assert archs['cluster_2F'] == archs['cluster_all_L'] == archs['teacher_small'] == 'F' * 12
     assert all(0 <= miou <= 100 for _, _, miou, _ in tables[0])
     for name in ('results.md', 'pareto_step1.png', 'pareto_step2.png', 'layer_gains_step1.png',
                  'layer_gains_step2.png'):

@@ -19,6 +19,7 @@ entries alike. Reports median, min and max per entry and checks the targets of d
 student with the same arch, interleaved (the supernet's overhead target: at most 1.25x).
 
     python tools/benchmark.py models [--model dinov3_vitb16] [--arch teacher|2F|all-L|all-W|ARCH ...]
+        [--baseline NAME=f<FACTOR>@<AFTER>[-<UNTIL>] ...]
         [--config CONFIG] [--checkpoint EXPORTED.pth] [--size H W ...] [--batch 1] [--dtype fp32|bf16|fp16]
         [--device cpu|cuda] [--warmup 1] [--repeat 5] [--compile] [--cuda-graph] [--throughput [BATCH]]
         [--linear-cfg KEY=VALUE ...] [--window-kernel auto|torch|compile|flex] [--threads N] [--malloc keep|system]
@@ -30,6 +31,11 @@ side), and reports latency (median, min, max), images/s, the peak memory of one 
 process per arch and size: jetvit_mm/benchmark/memory.py), FLOPs with attention counted
 (jetvit_mm/benchmark/flops.py) and the speed-up over the all-F teacher (always added unless --no-teacher).
 Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F layers (12 layers: LWLLWWLLWFLF).
+``--baseline NAME=f2@1-9`` adds the training-free token-clustering baseline on the teacher (2x2 patch tokens per
+cluster after block 1, full resolution again after block 9, every output the head reads reconstructed;
+jetvit_mm/models/token_reduction.py), timed in the same round-robin and reported with its speed-up over the teacher
+like the archs (FLOPs: the blocks' Linears and attention on the tokens they see; the clustering's own einsums are not
+counted).
 ``--head dpt`` times the depth model instead (JetViT-DepthAnything: the backbone's four tapped layers and
 DepthAnythingV2's DPT head, as in the paper's Table 4), e.g. ``--model dinov2_vitl14 --head dpt --size 518 1022``
 or ``--config configs/depth/depthanything_large_eval.py --head dpt``; its FLOPs are the part ``head``.
@@ -61,7 +67,7 @@ import argparse
 import ast
 import json
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -71,7 +77,14 @@ from jetvit_mm.benchmark.host import machine_record, malloc_note, malloc_record,
 from jetvit_mm.benchmark.memory import DTYPES as MODEL_DTYPES
 from jetvit_mm.benchmark.mixers import DTYPES as MIXER_DTYPES
 from jetvit_mm.benchmark.mixers import FAST_KERNELS, benchmark_mixers
-from jetvit_mm.benchmark.models import DEFAULT_ARCHS, benchmark_models, dpt_widths, jetvit_kwargs, model_entries
+from jetvit_mm.benchmark.models import (
+    DEFAULT_ARCHS,
+    baseline_entries,
+    benchmark_models,
+    dpt_widths,
+    jetvit_kwargs,
+    model_entries,
+)
 from jetvit_mm.benchmark.plot import plot_scaling, scaling_title
 from jetvit_mm.benchmark.targets import distill_step_target, print_targets
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
@@ -79,6 +92,7 @@ from jetvit_mm.cli import check_inputs, check_outputs, finite, positive
 from jetvit_mm.cli import count as count_arg
 from jetvit_mm.jsonio import read_json_file
 from jetvit_mm.models.mixers.kernels import WINDOW_KERNELS
+from jetvit_mm.models.token_reduction import SPEC_PATTERN, SPEC_SYNTAX
 
 SUPERNET_ONLY_KEYS = ('search_space', 'step1_arch', 'freeze_mlp')
 NOT_BUILD_KEYS = ('type', 'init_cfg', 'checkpoint', 'frozen')
@@ -201,8 +215,12 @@ def run_models(args: argparse.Namespace) -> dict:
     config_arch = base.pop('arch', None)
     kwargs = jetvit_kwargs(base, args.model, args.window, args.linear_cfg or (), args.window_kernel)
     names = args.arch or ([config_arch or 'teacher'] if args.config else list(DEFAULT_ARCHS))
-    entries = model_entries(kwargs, names, checkpoint=args.checkpoint, add_teacher=not args.no_teacher,
-                            head=head_from_args(args, kwargs['model_name']))
+    head = head_from_args(args, kwargs['model_name'])
+    entries = model_entries(kwargs, names, checkpoint=args.checkpoint, add_teacher=not args.no_teacher, head=head)
+    try:
+        entries += baseline_entries(kwargs, args.baseline or (), [e['label'] for e in entries], head)
+    except ValueError as error:
+        raise SystemExit(f'models: {error}') from None
     measured = benchmark_models(
         entries, sizes=args.size, batch=args.batch, dtype=args.dtype, device=args.device, warmup=args.warmup,
         repeat=args.repeat, compile_model=args.compile, cuda_graph=args.cuda_graph, throughput=args.throughput,
@@ -264,6 +282,15 @@ def key_value(text: str) -> Dict[str, object]:
         return {key: ast.literal_eval(value)}
     except (ValueError, SyntaxError):
         return {key: value}
+
+
+def baseline_arg(text: str) -> Tuple[str, str]:
+    """``NAME=SPEC`` -> ``(NAME, SPEC)``: a token-clustering baseline on the teacher (SPEC as
+    :data:`jetvit_mm.models.token_reduction.SPEC_SYNTAX`; checked against the model's depth later)."""
+    name, sep, spec = text.partition('=')
+    if not sep or not name or not SPEC_PATTERN.fullmatch(spec.strip()):
+        raise argparse.ArgumentTypeError(f'expected NAME={SPEC_SYNTAX}, got {text!r}')
+    return name, spec.strip()
 
 
 def check_cuda_graph(args: argparse.Namespace, device: torch.device) -> None:
@@ -332,6 +359,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--arch', action='append', default=None,
                         help=f'arch string or shortcut ({", ".join(ARCH_SHORTCUTS)}), repeatable; '
                              f'default: {" ".join(DEFAULT_ARCHS)} (the config\'s arch with --config)')
+    models.add_argument('--baseline', type=baseline_arg, action='append', default=None, metavar='NAME=SPEC',
+                        help='also time the teacher with training-free token clustering (jetvit_mm/models/'
+                             'token_reduction.py), labelled NAME, repeatable; SPEC f<FACTOR>@<AFTER>[-<UNTIL>]: '
+                             'FACTOR x FACTOR patch tokens per cluster, clustered after block AFTER (0-based), full '
+                             'resolution again after block UNTIL (default: the last), e.g. --baseline tc=f2@1-9')
     models.add_argument('--config', default=None, help='take the JetViT arguments from this config\'s model.backbone')
     models.add_argument('--checkpoint', type=Path, default=None,
                         help='exported JetViT checkpoint for the one non-teacher --arch (otherwise random weights); '

@@ -13,18 +13,25 @@
    ``finetune_<ARCH>.py`` for the same number of steps, then a linear probe on the frozen backbone
    (``configs/demo/probe_context_seg.py``: ``tools/train.py`` + ``tools/test.py``) of the teacher, all-L,
    all-W, the Step-1 hybrid and the 1- and 2-F hybrids;
-5. latency of the same archs at 1024x2048 with DINOv3-B shapes on this machine: one block of each mixer timed
-   (batch 1, fp32, interleaved rounds, median), summed per arch (``jetvit_mm.search.latency.predict_latency``),
-   measured after every other step and cached in the work dir.
+5. the alternatives a user would pick instead, probed the same way: the teacher with training-free token
+   clustering at two strengths (``jetvit_mm.models.token_reduction``; tuned near the 2-F and all-L speeds) and a
+   smaller teacher, half the width, trained with the teacher's recipe and steps
+   (``configs/demo/teacher_small_context_seg.py``, cached as the teacher);
+6. latency of the same archs at 1024x2048 with DINOv3-B shapes on this machine: one block of each mixer timed
+   (batch 1, fp32, interleaved rounds, median), summed per arch (``jetvit_mm.search.latency.predict_latency``);
+   in the same rounds an F block on the clusters, the clustering and the reconstruction (token clustering) and the
+   base and F block of DINOv3-S (the smaller teacher's shapes); measured after every other step and cached in the
+   work dir.
 
 Every tool runs as a user would run it, in its own process with one thread (``--threads``), ``--jobs`` at a time
 where the steps do not depend on each other. One thread per process makes the figures reproducible: the same
 seed gives the same table (the latency table is a measurement: cached after the first run, measured again
 when the model code changes).
 Outputs in the work dir: ``results.md`` / ``results.json`` (the table), ``pareto_step{1,2}.png`` and
-``layer_gains_step{1,2}.png`` (the search's own plots, toy latency), ``pareto_dinov3b_1024x2048.png`` (the
-searched archs against their DINOv3-B latency at 1024x2048), logs of every step in ``pipeline/logs``.
-About 5 minutes on 2 CPU cores (teacher training included: 35 s), up to 11 when other jobs load the machine.
+``layer_gains_step{1,2}.png`` (the search's own plots, toy latency), ``pareto_dinov3b_1024x2048.png`` (left: the
+searched archs against their DINOv3-B latency at 1024x2048; right: every row of the table, alternatives included,
+probe mIoU against latency), logs of every step in ``pipeline/logs``.
+About 6-9 minutes on 2 idle CPU cores (teachers' training included), more when other jobs load the machine.
 ``--ablation`` adds the weight-inheritance comparison of docs/toy_reproduction.md (all-L distilled from the
 teacher with every teacher weight vs only the MLPs inherited, same steps, same probe).
 """

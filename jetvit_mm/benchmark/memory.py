@@ -61,16 +61,26 @@ def _weights_bytes(model: torch.nn.Module) -> int:
 
 
 def build_model(model_kwargs: Dict[str, Any], head: Optional[Dict[str, Any]] = None) -> torch.nn.Module:
-    """``JetViT(**model_kwargs)``; with ``head`` (DPT widths: ``features``, ``out_channels``; ``{}`` for the model's
-    preset) the depth model of the paper's Table 4 instead: the backbone and DepthAnythingV2's DPT head
+    """``JetViT(**model_kwargs)`` (``TokenClusteringJetViT`` when they hold ``clustering``); with ``head`` (DPT
+    widths: ``features``, ``out_channels``; ``{}`` for the model's preset) the depth model of the paper's Table 4
+    instead: the backbone and DepthAnythingV2's DPT head
     (:class:`~jetvit_mm.models.depth_anything.JetViTDepthAnything`)."""
+    model_kwargs = dict(model_kwargs)
+    clustering = model_kwargs.pop('clustering', None)  # the token-clustering baseline (tools/benchmark.py --baseline)
     if head is None:
         from jetvit_mm.models.jetvit import JetViT
+        from jetvit_mm.models.token_reduction import TokenClusteringJetViT
 
-        return JetViT(**model_kwargs)
+        if clustering is None:
+            return JetViT(**model_kwargs)
+        return TokenClusteringJetViT(clustering=clustering, **model_kwargs)
     from jetvit_mm.models.depth_anything import JetViTDepthAnything
+    from jetvit_mm.models.token_reduction import apply_token_clustering
 
-    return JetViTDepthAnything(**model_kwargs, **head)
+    model = JetViTDepthAnything(**model_kwargs, **head)
+    if clustering is not None:
+        apply_token_clustering(model.backbone, clustering)
+    return model
 
 
 def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:

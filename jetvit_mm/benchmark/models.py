@@ -11,6 +11,7 @@ from torch import nn
 from jetvit_mm.models.arch import mixer_table_of
 from jetvit_mm.models.heads.dpt import dpt_preset
 from jetvit_mm.models.teachers import teacher_depth
+from jetvit_mm.models.token_reduction import parse_cluster_spec
 
 from .archs import ARCH_SHORTCUTS, resolve_arch
 from .contention import QUIET_CORES, CpuContention, quiet_stats
@@ -78,6 +79,22 @@ def model_entries(kwargs: Mapping[str, object], names: Sequence[str], checkpoint
         entries.append({'label': label, 'arch': arch, 'kwargs': entry_kwargs, 'head': head})
     if add_teacher and teacher not in [e['arch'] for e in entries]:
         entries.insert(0, {'label': 'teacher', 'arch': teacher, 'kwargs': dict(kwargs, arch=teacher), 'head': head})
+    return entries
+
+
+def baseline_entries(kwargs: Mapping[str, object], baselines: Sequence[Tuple[str, str]], taken: Sequence[str],
+                     head: Optional[Dict[str, object]] = None) -> List[Entry]:
+    """One entry per ``(name, clustering spec)``: the teacher (all F) with training-free token clustering
+    (:mod:`jetvit_mm.models.token_reduction`, e.g. ``f2@3``), labelled ``name``; ``taken``: the labels in use."""
+    depth = teacher_depth(kwargs['model_name']) if kwargs.get('depth') is None else int(kwargs['depth'])
+    entries: List[Entry] = []
+    for name, spec in baselines:
+        if not name or name in taken or name in [e['label'] for e in entries]:
+            raise ValueError(f'--baseline {name}={spec}: the name must be non-empty and not another entry\'s label '
+                             f'(in use: {", ".join(list(taken) + [e["label"] for e in entries])})')
+        text = parse_cluster_spec(spec, depth).text
+        entries.append({'label': name, 'arch': 'F' * depth, 'kwargs': dict(kwargs, arch='F' * depth, clustering=text),
+                        'head': head, 'baseline': text})
     return entries
 
 
@@ -191,7 +208,7 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
             flops = count_flops(models[label], (h, w))
             patch = backbone_of(models[label]).patch_size
             rows.append({'size': key, 'tokens': (h // patch) * (w // patch), 'patch_size': patch,
-                         'label': label, 'arch': e['arch'], 'gflops': flops['gflops'],
+                         'label': label, 'arch': e['arch'], 'baseline': e.get('baseline'), 'gflops': flops['gflops'],
                          'gflops_by_part': {k: v / 1e9 for k, v in flops['by_part'].items()},
                          **stats[label], 'throughput_batch': images_per_s[label][0],
                          'images_per_s': images_per_s[label][1]})
@@ -213,7 +230,7 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     return {
         'date': started, 'machine': machine_record(dev, cpu_count=True),
         'load_average': {'start': load_start, 'end': load_end}, 'malloc': malloc_record(malloc, malloc_kept, dev),
-        'entries': [{k: e[k] for k in ('label', 'arch', 'kwargs', 'head')} for e in entries],
+        'entries': [{k: e.get(k) for k in ('label', 'arch', 'kwargs', 'head', 'baseline')} for e in entries],
         'rows': rows, 'samples_ms': samples, 'targets': targets, 'profiles': profiles,
     }
 
@@ -258,7 +275,8 @@ def profile_entries(entries: List[Entry], models: Dict[str, nn.Module], size: Tu
 def add_speedups(rows: List[Dict[str, object]], teacher: str) -> None:
     """Each row's speed-up over the teacher row of its size: median, min, and median of the quiet samples."""
     for row in rows:
-        ref = next((r for r in rows if r['size'] == row['size'] and r['arch'] == teacher), None)
+        ref = next((r for r in rows if r['size'] == row['size'] and r['arch'] == teacher and not r.get('baseline')
+                    and r.get('runtime') != 'onnxruntime'), None)
         row['speedup'] = ref['median_ms'] / row['median_ms'] if ref else None
         row['speedup_min'] = ref['min_ms'] / row['min_ms'] if ref else None
         quiet = ref and ref.get('quiet_median_ms') and row.get('quiet_median_ms')
@@ -280,7 +298,8 @@ def print_models_table(rows: List[Dict[str, object]], targets: List[Dict[str, ob
     print('|' + '|'.join('-' * (width + 2) for _, width in columns) + '|')
     for r in rows:
         name = r['label'] if r['label'] == r['arch'] else f'{r["label"]} {r["arch"]}'
-        cells = [r['size'], name, _mixer_counts(str(r['arch'])), f'{r["gflops"]:.1f}', f'{r["median_ms"]:.1f}',
+        mixers = _mixer_counts(str(r['arch'])) + (f' {r["baseline"]}' if r.get('baseline') else '')
+        cells = [r['size'], name, mixers, f'{r["gflops"]:.1f}', f'{r["median_ms"]:.1f}',
                  f'{r["min_ms"]:.1f}', f'{r["max_ms"]:.1f}', f'{r["images_per_s"]:.3f}',
                  fmt(r.get('peak_increase_mib'), '.0f'), fmt(r['speedup'], '.2f', 'x'),
                  fmt(r.get('others_cores_mean'), '.2f'), f'{r.get("quiet_samples", 0)}/{len(r["others_cores"])}',

@@ -13,6 +13,7 @@ from typing import Any, Optional, Union
 
 from jetvit_mm.models import jetvit as core_jetvit
 from jetvit_mm.models import supernet as core_supernet
+from jetvit_mm.models import token_reduction as core_token_reduction
 
 from .registry import MODELS
 
@@ -77,4 +78,10 @@ class JetViTSupernet(_FrameworkPretrained, core_supernet.JetViTSupernet):
     """:class:`jetvit_mm.models.JetViTSupernet` with ``init_cfg`` / ``pretrained`` (see the module)."""
 
 
-__all__ = ['JetViT', 'JetViTSupernet', 'pretrained_init_cfg']
+@MODELS.register_module(name='TokenClusteringJetViT')
+class TokenClusteringJetViT(_FrameworkPretrained, core_token_reduction.TokenClusteringJetViT):
+    """:class:`jetvit_mm.models.token_reduction.TokenClusteringJetViT` (the training-free token-clustering baseline:
+    ``clustering='f2@1-9'``) with ``init_cfg`` / ``pretrained`` (see the module)."""
+
+
+__all__ = ['JetViT', 'JetViTSupernet', 'TokenClusteringJetViT', 'pretrained_init_cfg']

@@ -5,6 +5,7 @@ _tiny = dict(model_name='dinov3_vits16', embed_dim=32, depth=3, num_heads=2)
 examples = dict(
     JetViT=dict(type='JetViT', arch='LWF', **_tiny),
     JetViTSupernet=dict(type='JetViTSupernet', search_space='LWF', **_tiny),
+    TokenClusteringJetViT=dict(type='TokenClusteringJetViT', arch='LWF', clustering='f2@0', **_tiny),
     FeatureDistiller=dict(type='FeatureDistiller', teacher=dict(type='JetViT', **_tiny),
                           student=dict(type='JetViTSupernet', search_space='LW', **_tiny)),
     SimpleFeaturePyramid=dict(type='SimpleFeaturePyramid', in_channels=32, out_channels=16),

@@ -8,18 +8,23 @@ import warnings
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from jetvit_mm.models.token_reduction import parse_cluster_spec
 from jetvit_mm.testing.context_seg import CONTEXT_SEG_SPLITS, TASKS, make_context_seg
 
 from .checkpoints import digest, extract_backbone, last_checkpoint
-from .latency import latency_table
-from .paths import DISTILL_CFG, FIXED_CFG, PROBE_CFG, REPO, TEACHER_CFG
+from .latency import SMALL_MODEL, latency_table
+from .paths import DISTILL_CFG, FIXED_CFG, PROBE_CFG, REPO, SMALL_TEACHER_CFG, TEACHER_CFG
 from .report import write_report
 from .scheduler import Pipeline
 
 DEPTH = 12  # the toy teacher's layers (configs/demo): a searched arch string is also a DINOv3-B arch
 DATA_VERSION = 4  # bump when the generator's output changes
+# the token-clustering baseline (jetvit_mm.models.token_reduction) at two strengths, tuned so that DINOv3-B at
+# 1024x2048 lands near the 2-F hybrid's and the all-L model's speed on the demo's CPU; both give the last two blocks
+# full resolution back, as Expedit places its reconstruction (docs/toy_reproduction.md)
+CLUSTERINGS = (('cluster_2F', 'f2@1-9'), ('cluster_all_L', 'f3@0-9'))
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,44 @@ def make_data(root: Path, args: 'DemoOptions') -> Path:
     return root
 
 
+def cached_teacher(p: Pipeline, tag: str, cfg: Path, out: Path, options: Sequence[str], key: str,
+                   priority: int = 0) -> Tuple[Callable[[], Path], bool]:
+    """A teacher trained end to end by ``cfg`` in ``out`` unless one trained with the same ``key`` is there: returns
+    the step (it returns the runner checkpoint; the backbone is ``out/teacher_backbone.pth``) and whether it is
+    cached."""
+    backbone, stamp = out / 'teacher_backbone.pth', out / 'teacher.json'
+    cached = stamp.is_file() and json.loads(stamp.read_text()).get('key') == key and backbone.is_file()
+
+    def train() -> Path:
+        if cached:
+            p.log(f'{tag}: cached ({backbone})')
+            return last_checkpoint(out)
+        if out.exists():
+            shutil.rmtree(out)
+        p.tool(f'{tag}_train', 'train.py', cfg, '--work-dir', out, '--cfg-options', *options, priority=priority)
+        ckpt = last_checkpoint(out)
+        extract_backbone(ckpt, 'backbone.', backbone)
+        stamp.write_text(json.dumps(dict(key=key, checkpoint=str(ckpt))))
+        return ckpt
+    return train, cached
+
+
+def clustering_options(spec: str) -> List[str]:
+    """The probe config's backbone as the token-clustering baseline (the teacher's weights, nothing trained)."""
+    return ['model.backbone.type=TokenClusteringJetViT', f'model.backbone.clustering={spec}']
+
+
+def small_probe_options() -> List[str]:
+    """The probe config's backbone and head at the smaller teacher's width (read from its config)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UserWarning)
+        from mmengine.config import Config
+
+        backbone = Config.fromfile(SMALL_TEACHER_CFG).model.backbone
+    return [f'model.backbone.embed_dim={backbone.embed_dim}', f'model.backbone.num_heads={backbone.num_heads}',
+            f'model.decode_head.in_channels={backbone.embed_dim}']
+
+
 def run_demo(args: DemoOptions) -> dict:
     """The whole pipeline (see the package docstring); returns the report also written to ``results.json``."""
     start = time.time()
@@ -95,35 +138,21 @@ def run_demo(args: DemoOptions) -> dict:
     # ---- teacher (cached)
     teacher_dir = work / 'teacher'
     teacher_backbone = teacher_dir / 'teacher_backbone.pth'
-    teacher_key = digest(merged_config_text(TEACHER_CFG), args.teacher_iters, data / 'context_seg.json')
-    stamp = teacher_dir / 'teacher.json'
-    cached = stamp.is_file() and json.loads(stamp.read_text()).get('key') == teacher_key and teacher_backbone.is_file()
-
-    def teacher() -> Path:
-        if cached:
-            p.log(f'teacher: cached ({teacher_backbone})')
-            return last_checkpoint(teacher_dir)
-        if teacher_dir.exists():
-            shutil.rmtree(teacher_dir)
-        opts = [f'train_cfg.max_iters={args.teacher_iters}', f'train_cfg.val_interval={args.teacher_iters}'] \
-            if args.teacher_iters else []
-        p.tool('teacher_train', 'train.py', TEACHER_CFG, '--work-dir', teacher_dir, '--cfg-options', *roots, *opts,
-               priority=0)
-        ckpt = last_checkpoint(teacher_dir)
-        extract_backbone(ckpt, 'backbone.', teacher_backbone)
-        stamp.write_text(json.dumps(dict(key=teacher_key, checkpoint=str(ckpt))))
-        return ckpt
-
+    teacher_opts = [*roots, f'train_cfg.max_iters={args.teacher_iters}',
+                    f'train_cfg.val_interval={args.teacher_iters}'] if args.teacher_iters else roots
+    teacher, cached = cached_teacher(p, 'teacher', TEACHER_CFG, teacher_dir, teacher_opts, digest(
+        merged_config_text(TEACHER_CFG), args.teacher_iters, data / 'context_seg.json'))
     t_teacher = p.submit(teacher)
 
-    def probe(tag: str, arch: str, backbone: Path, priority: int = 2) -> float:
-        """Linear probe on the frozen backbone: tools/train.py, then tools/test.py; returns the mIoU."""
+    def probe(tag: str, arch: str, backbone: Path, priority: int = 2, extra: Sequence[str] = ()) -> float:
+        """Linear probe on the frozen backbone: tools/train.py, then tools/test.py; returns the mIoU. ``extra``:
+        more cfg-options of the backbone (the alternatives' type, clustering or width)."""
         out = run_dir / f'probe_{tag}'
         p.tool(f'probe_{tag}', 'train.py', PROBE_CFG, '--work-dir', out, '--cfg-options', *roots, *probe_opts,
-               f'model.backbone.arch={arch}', f'model.backbone.checkpoint={backbone}', priority=priority)
+               f'model.backbone.arch={arch}', f'model.backbone.checkpoint={backbone}', *extra, priority=priority)
         metrics = out / 'metrics.json'
         p.tool(f'test_{tag}', 'test.py', PROBE_CFG, last_checkpoint(out), '--work-dir', out / 'test',
-               '--out', metrics, '--cfg-options', *roots, f'model.backbone.arch={arch}', priority=priority)
+               '--out', metrics, '--cfg-options', *roots, f'model.backbone.arch={arch}', *extra, priority=priority)
         return json.loads(metrics.read_text())['mIoU']
 
     def finetune_and_probe(tag: str, arch: str, finetune_cfg: Path, priority: int = 2) -> float:
@@ -209,6 +238,22 @@ def run_demo(args: DemoOptions) -> dict:
     results['1F'] = p.submit(lambda: step2_row('1F', 1), t_step2)
     results['2F'] = p.submit(lambda: step2_row('2F', 2), t_step2)
 
+    # ---- what a user would pick instead: the teacher with training-free token clustering (no training: probed
+    # as is), and a smaller teacher trained with the teacher's recipe and steps (cached as the teacher)
+    for tag, spec in CLUSTERINGS:
+        archs[tag] = 'F' * DEPTH
+        results[tag] = p.submit(
+            lambda t=tag, s=spec: probe(t, 'F' * DEPTH, teacher_backbone, 3, clustering_options(s)), t_teacher)
+    small_dir = work / 'teacher_small'
+    small_teacher, small_cached = cached_teacher(
+        p, 'teacher_small', SMALL_TEACHER_CFG, small_dir, teacher_opts,
+        digest(merged_config_text(SMALL_TEACHER_CFG), args.teacher_iters, data / 'context_seg.json'), priority=3)
+    t_small = p.submit(small_teacher)
+    archs['teacher_small'] = 'F' * DEPTH
+    results['teacher_small'] = p.submit(
+        lambda: probe('teacher_small', 'F' * DEPTH, small_dir / 'teacher_backbone.pth', 3, small_probe_options()),
+        t_small)
+
     # ---- the weight-inheritance comparison (optional)
     if args.ablation:
         def inherit(mode: str) -> float:
@@ -232,16 +277,20 @@ def run_demo(args: DemoOptions) -> dict:
     table = None
     if not args.no_latency:
         began = time.time()
-        table = latency_table(work / 'latency_dinov3b_1024x2048.json', args.latency_threads, args.latency_repeat)
+        table = latency_table(work / 'latency_dinov3b_1024x2048.json', args.latency_threads, args.latency_repeat,
+                              clusterings=[parse_cluster_spec(s, DEPTH) for _, s in CLUSTERINGS],
+                              small_model=SMALL_MODEL)
         p.log(f'latency table (DINOv3-B, 1024x2048): {time.time() - began:.0f} s')
     summary = json.loads((search_dir / 'search.json').read_text())
-    report = write_report(work, search_dir, summary, archs, miou, table)
+    report = write_report(work, search_dir, summary, archs, miou, table,
+                          {tag: parse_cluster_spec(s, DEPTH) for tag, s in CLUSTERINGS})
     total = time.time() - start
     load_end = os.getloadavg()
     report.update(seconds=dict(total=round(total, 1), pipeline=round(pipeline_s, 1),
                                steps={k: round(v, 1) for k, v in p.timings.items()}),
                   machine=dict(cpus=os.cpu_count(), loadavg_start=load_start, loadavg_end=load_end),
-                  teacher_cached=cached, args={k: str(v) for k, v in asdict(args).items()})
+                  teacher_cached=cached, small_teacher_cached=small_cached,
+                  args={k: str(v) for k, v in asdict(args).items()})
     (work / 'results.json').write_text(json.dumps(report, indent=2))
     line = (f'demo: {total:.0f} s in all ({os.cpu_count()} CPUs, load average {load_start[0]:.2f} at the start, '
             f'{load_end[0]:.2f} at the end; teacher {"cached" if cached else "trained"})')
