@@ -7,15 +7,7 @@ _base_ = [
     '../_base_/datasets/context_seg.py',
     '../_base_/default_runtime.py',
     '../_base_/models/jetvit_toy_linear.py',
-    '../_base_/schedules/demo.py',
+    '../_base_/schedules/demo_teacher.py',
 ]
 
 model = dict(data_preprocessor=_base_.data_preprocessor, backbone=dict(frozen=False))
-
-max_iters = 500
-optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=3e-3, weight_decay=1e-4))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.04, by_epoch=False, begin=0, end=50),
-    dict(type='CosineAnnealingLR', by_epoch=False, begin=50, end=max_iters, T_max=max_iters - 50, eta_min=3e-5),
-]
-train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)

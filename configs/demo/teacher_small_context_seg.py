@@ -9,7 +9,7 @@ _base_ = [
     '../_base_/datasets/context_seg.py',
     '../_base_/default_runtime.py',
     '../_base_/models/jetvit_toy_linear.py',
-    '../_base_/schedules/demo.py',
+    '../_base_/schedules/demo_teacher.py',
 ]
 
 embed_dim = 32
@@ -17,11 +17,3 @@ model = dict(data_preprocessor=_base_.data_preprocessor,
              backbone=dict(frozen=False, embed_dim=embed_dim, num_heads=2),
              decode_head=dict(in_channels=embed_dim))
 
-# the teacher's recipe (configs/demo/teacher_context_seg.py), unchanged
-max_iters = 500
-optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=3e-3, weight_decay=1e-4))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.04, by_epoch=False, begin=0, end=50),
-    dict(type='CosineAnnealingLR', by_epoch=False, begin=50, end=max_iters, T_max=max_iters - 50, eta_min=3e-5),
-]
-train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
