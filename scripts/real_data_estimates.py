@@ -1,0 +1,87 @@
+"""Estimated wall time of each stage of the DINOv3-B Cityscapes pipeline on 8 GPUs (README, "real data").
+
+Reads the iterations and per-GPU batches from the shipped configs and the per-image forward times measured on one
+NVIDIA H200 (docs/raw/gpu_h200_2026-11-29/run2_models_fp32.json: fp32, eager, the torch paths, throughput at batch
+8), and writes the inputs, the assumptions and the per-stage figures to docs/raw/real_data_estimates_8gpu.json;
+prints the markdown table. The figures are estimates (jetvit_mm/benchmark/walltime.py says how they are formed):
+no training step has been timed on a GPU.
+
+    python scripts/real_data_estimates.py [--json docs/raw/real_data_estimates_8gpu.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from jetvit_mm.benchmark.walltime import BACKWARD_FORWARDS, Stage, format_table, ms_per_image, stage_hours  # noqa: E402
+
+GPUS = 8
+MEASURED = 'docs/raw/gpu_h200_2026-11-29/run2_models_fp32.json'
+PROVENANCE = ('one NVIDIA H200 (143771 MiB, driver 580.159.04), 2026-11-29 23:03 UTC, commit 32f31ec, Python 3.12.3, '
+              'torch 2.11.0+cu130, timm 1.0.31; DINOv3-B shapes, random weights, fp32, eager, the torch paths')
+VAL_IMAGES = 500  # Cityscapes val
+SEARCH_ARCHS = 50  # an assumed number of archs scored per search (search.json lists the real count)
+CONFIGS = dict(probe='configs/probe/dinov3_base_linear_cityscapes.py', step1='configs/jetvit/dinov3_base_cityscapes.py',
+               step2='configs/jetvit/dinov3_base_cityscapes_step2.py')
+
+
+def schedule(config: str) -> Dict[str, int]:
+    """The config's iterations, per-GPU batch and validation interval."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(str(REPO / config))
+    return dict(iters=int(cfg.train_cfg.max_iters), batch=int(cfg.train_dataloader.batch_size),
+                val_interval=int(cfg.train_cfg.get('val_interval') or 0))
+
+
+def stages() -> List[Stage]:
+    """The pipeline's stages with the configs' schedules and the measured per-image forward times."""
+    rows = json.loads((REPO / MEASURED).read_text())['rows']
+    crop = {k: ms_per_image(rows, '512x1024', k) for k in ('teacher', '2F', 'all-L', 'all-W')}
+    full = {k: ms_per_image(rows, '1024x2048', k) for k in ('teacher', '2F', 'all-L', 'all-W')}
+    probe, step1, step2 = (schedule(CONFIGS[k]) for k in ('probe', 'step1', 'step2'))
+    vals = probe['iters'] // probe['val_interval'] if probe['val_interval'] else 0
+    supernet = (crop['all-L'] + crop['all-W']) / 2  # a Step-1 path: L and W layers, uniformly sampled
+    return [
+        Stage('1. teacher probe', CONFIGS['probe'], probe['iters'], probe['batch'], frozen_ms=crop['teacher'],
+              eval_images=vals * VAL_IMAGES, eval_gpus=GPUS, eval_ms=full['teacher'], note=f'{vals} validations'),
+        Stage('2. Step-1 distillation', CONFIGS['step1'], step1['iters'], step1['batch'], frozen_ms=crop['teacher'],
+              trained_ms=supernet, note='student: mean of all-L and all-W'),
+        Stage('3. Step-1 search', 'tools/search.py --stage 1', eval_images=SEARCH_ARCHS * VAL_IMAGES, eval_gpus=1,
+              eval_ms=(full['all-L'] + full['all-W']) / 2, note=f'{SEARCH_ARCHS} archs assumed, one GPU'),
+        Stage('4. Step-2 distillation', CONFIGS['step2'], step2['iters'], step2['batch'], frozen_ms=crop['teacher'],
+              trained_ms=crop['2F'], note='student: the 2F hybrid'),
+        Stage('5. Step-2 search', 'tools/search.py --stage 2', eval_images=SEARCH_ARCHS * VAL_IMAGES, eval_gpus=1,
+              eval_ms=full['2F'], note=f'{SEARCH_ARCHS} archs assumed, one GPU'),
+        Stage('6. fine-tune', 'finetune_<ARCH>.py', step1['iters'], step1['batch'], frozen_ms=crop['teacher'],
+              trained_ms=crop['2F'], note="the distillation config's schedule, 2F student"),
+        Stage('7. hybrid probe + test', CONFIGS['probe'], probe['iters'], probe['batch'], frozen_ms=crop['2F'],
+              eval_images=(vals + 1) * VAL_IMAGES, eval_gpus=GPUS, eval_ms=full['2F']),
+    ]
+
+
+def report() -> Dict[str, object]:
+    """Inputs, assumptions, per-stage hours and the markdown table."""
+    plan = stages()
+    return dict(gpus=GPUS, measured=MEASURED, provenance=PROVENANCE, val_images=VAL_IMAGES, search_archs=SEARCH_ARCHS,
+                backward_forwards=BACKWARD_FORWARDS, stages=[dict(vars(s), **stage_hours(s)) for s in plan],
+                markdown=format_table(plan))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--json', type=Path, help='write the inputs and estimates here')
+    args = parser.parse_args()
+    result = report()
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + '\n')
+    print('\n'.join(result['markdown']))
+
+
+if __name__ == '__main__':
+    main()
