@@ -199,7 +199,7 @@ def test_segmentation_chain_runs_as_written(key, toy_inputs, tmp_path):
     script.write_text(toy_script(scripts(all_blocks(), kinds=('run',))[key], teacher, data))
     env = {**os.environ, 'PATH': f'{bin_dir}{os.pathsep}{os.environ["PATH"]}', 'PYTHONPATH': str(REPO),
            'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'}
-    proc = subprocess.run(['bash', str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(['bash', str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, f'{key} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}'
     work = 'wd' if key[0] == 'README.md' else 'work_dirs'
     arch = (tmp_path / work / 'search' / 'best_arch_step2.txt').read_text().strip()
