@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Union
 
 import torch
 import torch.distributed as dist
+from mmengine.logging import print_log
 from mmengine.registry import MODEL_WRAPPERS, RUNNERS
 from mmengine.runner import Runner
 from torch import nn
@@ -82,6 +83,8 @@ class FSDP2Wrapper(nn.Module):
             state, init = module.meta_state()
             self.num_units = shard_model(module, sync=False, **options)
             self.initialised = materialize_shards(module, state, init)
+            print_log(f'FSDP2Wrapper: built on the meta device, loaded this rank\'s shards ({len(state)} parameters '
+                      f'from checkpoints, {len(self.initialised)} initialised by their modules)', logger='current')
             return
         if hasattr(module, 'init_weights'):  # what the runner would do after wrapping, here on full tensors
             module.init_weights()
@@ -121,7 +124,9 @@ class FSDP2Runner(Runner):
     def build_model(self, model: Union[nn.Module, Dict]) -> nn.Module:
         """With ``model_wrapper_cfg.meta_init``: the distiller on the meta device, no checkpoint read yet."""
         wrapper = self.cfg.get('model_wrapper_cfg') or {}
-        if isinstance(model, dict) and wrapper.get('type') == 'FSDP2Wrapper' and wrapper.get('meta_init'):
+        if isinstance(model, dict) and self.distributed and wrapper.get('type') == 'FSDP2Wrapper' \
+                and wrapper.get('meta_init') and str(model.get('type')).split('.')[-1] == 'FeatureDistiller':
+            # (one process: no wrapper, the model is built in full)
             from .distiller import build_on_meta
             return build_on_meta(model)
         return super().build_model(model)
