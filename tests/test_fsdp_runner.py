@@ -2,6 +2,7 @@
 port), sharded (DCP) and full checkpoints, kill-and-resume continuing identically, and the checkpoints read back in one
 process (the runner loader, ``JetViT(checkpoint=...)``, ``tools/test.py``-style fit check)."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -131,3 +132,16 @@ def test_max_keep_ckpts_removes_the_shards_with_their_file(tiny_cityscapes, teac
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in ('.pth', '.dcp')) == [
         'iter_3.dcp', 'iter_3.pth', 'notes.dcp']
     assert weights(tmp_path / 'iter_3.pth')  # the kept checkpoint still loads, shards verified
+
+
+def test_meta_init_trains_from_the_same_weights(tiny_cityscapes, teacher, tmp_path):
+    """``model_wrapper_cfg.meta_init=True``: tools/train.py builds the distiller on the meta device and loads each
+    rank's shard; the first step's loss is the one of the full build (the weights are the teacher's; the L kernel
+    generators' random first layer has no effect before the first update, their last layer starting at zero)."""
+    losses = {}
+    for meta in (True, False):
+        log = train(tmp_path / str(meta), tiny_cityscapes, teacher, 'train_cfg.max_iters=1',
+                    'default_hooks.logger.interval=1', f'model_wrapper_cfg.meta_init={meta}')
+        assert ('built on the meta device' in log) == meta
+        losses[meta] = re.search(r'Iter\(train\) \[1/1\].*? loss: ([0-9.]+)', log).group(1)
+    assert losses[True] == losses[False]

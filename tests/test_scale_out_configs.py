@@ -41,3 +41,19 @@ def test_real_size_model_and_sharding_plan_on_meta(config):
     assert in_units / total > 0.99  # the root unit (embeddings, tokens, norms) is small
     # the largest unit all-gathered at a time, in bf16: well below one GPU
     assert max(sum(p.numel() for p in unit.parameters()) for unit in units) * 2 < 2 ** 30
+
+
+def test_7b_probe_config_on_meta():
+    """The 7B search's scoring config at real size, on the meta device: the frozen 7B teacher (40 layers, width 4096)
+    feeding its 4096 channels to the linear head, which alone trains."""
+    cfg = Config.fromfile(REPO / 'configs' / 'probe' / 'dinov3_7b_linear_cityscapes.py')
+    with DefaultScope.overwrite_default_scope('mmseg'), torch.device('meta'):
+        from mmseg.registry import MODELS as SEG_MODELS
+        model = SEG_MODELS.build(cfg.model)
+    backbone = model.backbone
+    assert all(p.is_meta for p in model.parameters())
+    assert backbone.depth == 40 and backbone.arch == 'F' * 40 and backbone.frozen
+    assert abs(sum(p.numel() for p in backbone.parameters()) - 6.716e9) < 0.002 * 6.716e9
+    assert not any(p.requires_grad for p in backbone.parameters())
+    assert model.decode_head.in_channels == backbone.embed_dim == 4096 and model.decode_head.num_classes == 19
+    assert cfg.crop_size == (512, 1024) and cfg.model.test_cfg.mode == 'whole'

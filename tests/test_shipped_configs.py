@@ -49,6 +49,7 @@ CASES = {
     'jetvit/dinov3_large_ade20k.py': ('ade20k', DISTILL),
     'probe/dinov3_base_linear_cityscapes.py': ('cityscapes', PROBE),  # validation: the whole 1024x2048 image
     'probe/dinov3_large_linear_ade20k.py': ('ade20k', PROBE),
+    'probe/dinov3_7b_linear_cityscapes.py': ('cityscapes', PROBE),  # the 7B search's scoring config, tiny backbone
     'det/mask_rcnn_jetvit_dinov3_base_hybrid_coco.py': (
         'coco', small('model.backbone') + ['model.backbone.arch=LF', 'model.neck.in_channels=32'] + WITH_VAL),
     'depth/depthanything_large_distill.py': (

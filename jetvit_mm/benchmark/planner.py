@@ -165,6 +165,17 @@ def measure_activations(model: nn.Module, blocks: Sequence[nn.Module], loss_fn: 
                        largest_saved=largest[0], largest_input=max(inputs, default=0))
 
 
+def build_load_bytes(params: ParamCounts, world_size: int) -> int:
+    """Per-rank memory while the model is built and loaded with meta-device construction (``FSDP2Wrapper``'s
+    ``meta_init``, :func:`~jetvit_mm.distill.fsdp2.materialize_shards`): the fp32 shard of every parameter,
+    ``4 (P_t + P_f) / W``, plus one FSDP2 unit in full, ``4 U`` (the bound on what loading one tensor, or
+    initialising one module no checkpoint holds, allocates beside the shards). Checked against the measured peak RSS
+    of 2 gloo ranks in ``tests/test_meta_init.py``."""
+    if world_size < 1:
+        raise ValueError(f'world_size must be >= 1, got {world_size}')
+    return int(4 * (params.trainable + params.frozen) / world_size + 4 * params.largest_unit)
+
+
 def plan_memory(params: ParamCounts, activations: Activations, world_size: int, fsdp: bool,
                 param_dtype: str = 'float32', gpu_bytes: int = 80 * GIB, reserve_bytes: int = 0) -> Dict[str, object]:
     """The per-GPU split (bytes) and the fit check, with and without activation checkpointing."""
@@ -191,6 +202,7 @@ def plan_memory(params: ParamCounts, activations: Activations, world_size: int, 
         cases[name] = {'activations': act, 'total': total, 'fits': total <= gpu_bytes}
     return {'world_size': world_size, 'fsdp': fsdp, 'param_dtype': param_dtype if fsdp else 'float32',
             'gpu_bytes': gpu_bytes, 'reserve_bytes': reserve_bytes, **split, 'state_total': state, **cases,
+            'build_load_meta': build_load_bytes(params, world_size) if fsdp else None,
             'params': asdict(params), 'activations_measured': asdict(activations)}
 
 

@@ -1,11 +1,13 @@
 """Feature distillation of a JetViT (supernet or fixed arch) from its frozen full-attention teacher."""
+import copy
 import warnings
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from mmengine.model import BaseModel
 
 from jetvit_mm.distill import get_loss
+from jetvit_mm.distill.fsdp2 import meta_parameters, own_init_modules
 from jetvit_mm.distill.losses import distill_loss
 from jetvit_mm.models.jetvit import JetViT
 
@@ -62,6 +64,29 @@ class FeatureDistiller(BaseModel):
     def init_weights(self) -> None:
         """Weights come from checkpoints and the teacher, not from init configs."""
 
+    def meta_state(self) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.nn.Module]]:
+        """For a distiller built by :func:`build_on_meta`: every parameter's full weights by name, memory-mapped from
+        the checkpoints (the student's from its own checkpoint, else the teacher's, as this class loads them), and
+        the modules whose parameters no checkpoint holds (:func:`~jetvit_mm.distill.fsdp2.own_init_modules`), for
+        :func:`~jetvit_mm.distill.fsdp2.materialize_shards`."""
+        teacher_ckpt, student_ckpt = getattr(self, 'meta_checkpoints', (None, None))
+        if teacher_ckpt is None:
+            raise ValueError('meta-device construction loads the weights from checkpoints: set '
+                             'model.teacher.checkpoint')
+        teacher, _ = self.teacher.checkpoint_state(teacher_ckpt, mmap=True)
+        teacher = {**{k: v for k, v in self.teacher.state_dict().items() if not v.is_meta}, **teacher}
+        if student_ckpt is not None:
+            student, _ = self.student.checkpoint_state(student_ckpt, mmap=True)
+        elif getattr(self.student, 'inherit', 'all') == 'mlp':
+            raise ValueError('meta-device construction: the student\'s inherit=\'mlp\' re-initialises q/k/v/o at '
+                             'random; use inherit=\'all\' or the non-meta path (model_wrapper_cfg.meta_init=False)')
+        else:
+            student = self.student.prepare_jetvit_state(teacher, source='teacher weights')
+        params = dict(self.named_parameters())
+        state = {f'{part}.{k}': v for part, weights in (('teacher', teacher), ('student', student))
+                 for k, v in weights.items() if f'{part}.{k}' in params}
+        return state, own_init_modules(self, [name for name in params if name not in state])
+
     def extract_feat(self, model: JetViT, inputs: torch.Tensor) -> List[torch.Tensor]:
         return model.forward_intermediates(inputs, self.distill_indices, norm=True, output_fmt='NLC')
 
@@ -79,3 +104,21 @@ class FeatureDistiller(BaseModel):
             return self.extract_feat(self.student, inputs)
         raise ValueError(f'FeatureDistiller supports mode "loss" and "tensor", not {mode!r}: it makes no task '
                          'predictions; evaluate the student with a task head (tools/search.py, tools/test.py)')
+
+
+def build_on_meta(cfg: dict) -> FeatureDistiller:
+    """Build a :class:`FeatureDistiller` config with every parameter on the meta device (no storage) and no
+    checkpoint read; the checkpoints are kept for :meth:`FeatureDistiller.meta_state`, which
+    :class:`~jetvit_mm.mm.fsdp.FSDP2Wrapper` loads shard by shard."""
+    cfg = copy.deepcopy(dict(cfg))
+    teacher, student = dict(cfg['teacher']), dict(cfg['student'])
+    checkpoints = (teacher.pop('checkpoint', None), student.pop('checkpoint', None))
+    if checkpoints[0] is None:
+        raise ValueError('meta-device construction loads the weights from checkpoints: set model.teacher.checkpoint')
+    with meta_parameters(), warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message='FeatureDistiller: the teacher has no checkpoint')
+        model = MODELS.build(dict(cfg, teacher=teacher, student=student))
+    if not isinstance(model, FeatureDistiller):
+        raise ValueError(f'meta-device construction builds a FeatureDistiller, got {type(model).__name__}')
+    model.meta_checkpoints = checkpoints
+    return model

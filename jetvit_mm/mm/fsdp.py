@@ -10,15 +10,16 @@ embeddings, tokens, final norms, heads) as the root unit. Enable it from a confi
 and launch ``torchrun --nproc_per_node=N tools/train.py CONFIG --launcher pytorch`` (gloo on CPU, NCCL on GPU).
 Checkpoints: :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`.
 """
-from typing import List, Optional
+from typing import Dict, List, Optional, Union
 
 import torch
 import torch.distributed as dist
+from mmengine.logging import print_log
 from mmengine.registry import MODEL_WRAPPERS, RUNNERS
 from mmengine.runner import Runner
 from torch import nn
 
-from jetvit_mm.distill.fsdp2 import shard_model
+from jetvit_mm.distill.fsdp2 import is_meta, materialize_shards, shard_model
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .fsdp_checkpoint import STATE_DICT_TYPES, gather_checkpoint_state
@@ -51,13 +52,18 @@ class FSDP2Wrapper(nn.Module):
             would hang the collectives of the unit whose candidates differ).
         checkpoint: runner checkpoints as a ``'full'`` state dict gathered on rank 0 or ``'sharded'`` through
             ``torch.distributed.checkpoint`` (:mod:`~jetvit_mm.mm.fsdp_checkpoint`).
+        meta_init: build the model on the meta device and load each rank's shard only (:class:`FSDP2Runner`
+            builds it with :func:`~jetvit_mm.mm.distiller.build_on_meta`; a model given on the meta device is
+            loaded so whatever this says): no rank ever holds the whole model. Parameters that no checkpoint holds
+            (e.g. the L mixers' kernel generators) are initialised by their module's ``reset_parameters`` with a
+            seed from their name, not from the global random stream.
         device_ids: accepted for the DDP-style call of ``tools/train.py``'s CPU set-up; unused.
     """
 
     def __init__(self, module: nn.Module, param_dtype: Optional[str] = 'bfloat16',
                  reduce_dtype: Optional[str] = 'float32', cpu_offload: bool = False,
                  reshard_after_forward: bool = True, check_path: bool = True, checkpoint: str = 'full',
-                 device_ids=None) -> None:
+                 meta_init: bool = False, device_ids=None) -> None:
         super().__init__()
         if checkpoint not in STATE_DICT_TYPES:
             raise ValueError(f'FSDP2Wrapper: unknown checkpoint {checkpoint!r}; valid: {", ".join(STATE_DICT_TYPES)}')
@@ -66,11 +72,23 @@ class FSDP2Wrapper(nn.Module):
             raise RuntimeError('FSDP2Wrapper needs a process group: launch with torchrun and --launcher pytorch')
         self.module = module
         self.check_path = check_path
+        options = dict(param_dtype=_dtype(param_dtype, 'param_dtype'),
+                       reduce_dtype=_dtype(reduce_dtype, 'reduce_dtype'), cpu_offload=cpu_offload,
+                       reshard_after_forward=reshard_after_forward)
+        self.initialised: List[str] = []
+        if is_meta(module):
+            if not hasattr(module, 'meta_state'):
+                raise ValueError(f'FSDP2Wrapper: a {type(module).__name__} on the meta device has no meta_state() '
+                                 'to load its shards from (build a FeatureDistiller with build_on_meta)')
+            state, init = module.meta_state()
+            self.num_units = shard_model(module, sync=False, **options)
+            self.initialised = materialize_shards(module, state, init)
+            print_log(f'FSDP2Wrapper: built on the meta device, loaded this rank\'s shards ({len(state)} parameters '
+                      f'from checkpoints, {len(self.initialised)} initialised by their modules)', logger='current')
+            return
         if hasattr(module, 'init_weights'):  # what the runner would do after wrapping, here on full tensors
             module.init_weights()
-        self.num_units = shard_model(module, param_dtype=_dtype(param_dtype, 'param_dtype'),
-                                     reduce_dtype=_dtype(reduce_dtype, 'reduce_dtype'), cpu_offload=cpu_offload,
-                                     reshard_after_forward=reshard_after_forward)
+        self.num_units = shard_model(module, **options)
 
     def _check_same_path(self) -> None:
         supernets = [m for m in self.module.modules() if isinstance(m, JetViTSupernet)]
@@ -102,6 +120,23 @@ class FSDP2Runner(Runner):
     """mmengine's runner for an :class:`FSDP2Wrapper` model: the wrapper initialises the weights and syncs them from
     rank 0 before sharding, where the plain runner would broadcast every (sharded) tensor after. ``tools/train.py``
     selects it whenever ``model_wrapper_cfg.type`` is ``'FSDP2Wrapper'``."""
+
+    def build_model(self, model: Union[nn.Module, Dict]) -> nn.Module:
+        """With ``model_wrapper_cfg.meta_init``: the distiller on the meta device, no checkpoint read yet."""
+        wrapper = self.cfg.get('model_wrapper_cfg') or {}
+        if isinstance(model, dict) and self.distributed and wrapper.get('type') == 'FSDP2Wrapper' \
+                and wrapper.get('meta_init') and str(model.get('type')).split('.')[-1] == 'FeatureDistiller':
+            # (one process: no wrapper, the model is built in full)
+            from .distiller import build_on_meta
+            return build_on_meta(model)
+        return super().build_model(model)
+
+    def wrap_model(self, model_wrapper_cfg: Optional[Dict], model: nn.Module) -> nn.Module:
+        """A meta-device model goes to its wrapper as it is (mmengine would first move it to the device, which a
+        meta tensor cannot)."""
+        if model_wrapper_cfg is None or not is_meta(model):
+            return super().wrap_model(model_wrapper_cfg, model)
+        return MODEL_WRAPPERS.build(model_wrapper_cfg, default_args=dict(module=model))
 
     def _init_model_weights(self) -> None:
         if not isinstance(self.model, FSDP2Wrapper):

@@ -290,7 +290,16 @@ class JetViT(nn.Module):
         (:func:`~jetvit_mm.models.checkpoints.jetvit_part`). ``prefix`` (``'backbone.'``, as mmengine's
         ``init_cfg=dict(type='Pretrained', prefix=...)``) takes only the weights under it, prefix removed.
         """
-        state, meta = read_checkpoint(path)
+        state, fmt = self.checkpoint_state(path, prefix)
+        self.load_state_dict(state, strict=False)
+        return fmt
+
+    def checkpoint_state(self, path: Union[str, Path], prefix: Optional[str] = None,
+                         mmap: bool = False) -> Tuple[Dict[str, torch.Tensor], str]:
+        """What :meth:`load_checkpoint` would load, checked, without loading it: ``(state, format)``. ``mmap``: map
+        the file instead of reading it (a zip ``.pth``; the tensors then read from the file as they are used), for
+        loading one shard at a time (:func:`~jetvit_mm.distill.fsdp2.materialize_shards`)."""
+        state, meta = read_checkpoint(path, mmap=mmap)
         if prefix:
             prefix = prefix if prefix.endswith('.') else prefix + '.'
             if not any(k.startswith(prefix) for k in state):
@@ -301,14 +310,19 @@ class JetViT(nn.Module):
         raw, saved = jetvit_part(state, meta, str(path))
         check_spec(saved, self.spec, str(path))
         state, fmt = to_jetvit_names(raw)
-        self.load_jetvit_state_dict(state, source=f'{path} ({fmt} format)', saved=saved)
-        return fmt
+        return self.prepare_jetvit_state(state, source=f'{path} ({fmt} format)', saved=saved), fmt
 
     def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
                                saved: Optional[ArchSpec] = None) -> None:
         """Strict load of JetViT-named weights, checked against the spec they were saved with (the state's own, else
         ``saved``). A teacher's weights (no spec, or all F) may lack the L mixers' new parameters (kept as
         initialised); a hybrid's may not, nor may weights without a spec that hold some of them."""
+        self.load_state_dict(self.prepare_jetvit_state(state, source, saved), strict=False)
+
+    def prepare_jetvit_state(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
+                             saved: Optional[ArchSpec] = None) -> Dict[str, torch.Tensor]:
+        """The checks and renames of :meth:`load_jetvit_state_dict`, without the load: the state it would load
+        (non-strictly: the parameters it lacks keep their initialisation). The tensors are ``state``'s own."""
         own = self.state_dict()
         state = dict(state)
         if SPEC_KEY in state:
@@ -326,7 +340,7 @@ class JetViT(nn.Module):
                 optional += new  # a teacher's weights; a file with some of them must have all (missing ones are named)
         check_state_keys(own, state, f'JetViT({self.model_name}, embed_dim={self.embed_dim}, depth={self.depth}, '
                          f'num_heads={self.num_heads})', source, optional=optional)
-        self.load_state_dict(state, strict=False)
+        return state
 
     def _drop_zero_qkv_biases(self, state: Dict[str, torch.Tensor], source: str) -> None:
         for key in [k for k in state if re.fullmatch(r'blocks\.(\d+)\.attn\.qkv\.bias', k)]:

@@ -123,8 +123,8 @@ class JetViTSupernet(JetViT):
                         if layer.bias is not None:
                             nn.init.zeros_(layer.bias)
 
-    def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
-                               saved: Optional[ArchSpec] = None) -> None:
+    def prepare_jetvit_state(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
+                             saved: Optional[ArchSpec] = None) -> Dict[str, torch.Tensor]:
         """Load plain JetViT / teacher weights: each layer's attention weights go to every candidate; the teacher's
         q/k/v/o only to those that inherit them (``inherits = 'qkv_proj'``): a candidate that inherits nothing keeps
         its own initialisation."""
@@ -143,7 +143,7 @@ class JetViTSupernet(JetViT):
                     expanded['.'.join(parts[:3] + ['candidates', letter] + parts[3:])] = value
             else:
                 expanded[key] = value  # (a layer this model lacks is reported as unexpected)
-        super().load_jetvit_state_dict(expanded, source, saved)
+        return super().prepare_jetvit_state(expanded, source, saved)
 
     def subnet_state_dict(self, arch: str) -> Dict[str, torch.Tensor]:
         """Weights of the plain JetViT for ``arch``: shared weights plus the chosen candidates'."""

@@ -16,14 +16,15 @@ class UnsafeCheckpointError(pickle.UnpicklingError):
     """A checkpoint that torch's weights-only unpickler refuses (and no registered loader reads safely)."""
 
 
-def read_checkpoint(path: Union[str, Path]) -> Tuple[Dict[str, torch.Tensor], Dict[str, Any]]:
-    """``(state dict, meta)``; ``meta`` is the checkpoint's ``'meta'`` dict (exports name their arch spec there)."""
+def read_checkpoint(path: Union[str, Path], mmap: bool = False) -> Tuple[Dict[str, torch.Tensor], Dict[str, Any]]:
+    """``(state dict, meta)``; ``meta`` is the checkpoint's ``'meta'`` dict (exports name their arch spec there).
+    ``mmap``: map a zip ``.pth`` instead of reading it (its tensors read from the file as they are used)."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f'checkpoint not found: {path}')
     if path.suffix == '.safetensors':
         return _unwrap(_load_safetensors(path), path), {}
-    raw = _load_pth(path)
+    raw = _load_pth(path, mmap=mmap)
     meta = raw.get('meta', {}) if isinstance(raw, dict) and isinstance(raw.get('meta'), dict) else {}
     return _unwrap(raw, path), meta
 
@@ -56,12 +57,12 @@ def torch_load(path: Union[str, Path], **kwargs: Any) -> Any:
     return checkpoint
 
 
-def _load_pth(path: Path) -> Any:
+def _load_pth(path: Path, mmap: bool = False) -> Any:
     """``torch.load(weights_only=True)``. A file that needs more than torch's allow-list is retried once with the
     registered runner-checkpoint loader (:func:`~jetvit_mm.models.checkpoints.extensions.register_fallback_loader`,
     which ``import jetvit_mm.mm`` fills in: still weights-only). Anything else stays refused."""
     try:
-        return torch_load(path, map_location='cpu', weights_only=True)
+        return torch_load(path, map_location='cpu', weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as refused:
         loader = fallback_loader()
         if loader is None:
