@@ -14,7 +14,9 @@
 #   |         |        | whole 2F model 'auto' vs torch; exit 1 on a mismatch                              |
 #   | mixers  |     45 | the mixer table, bf16, CUDA graphs, every fast kernel                             |
 #   | models  |     75 | teacher / 2F / all-L / all-W at 1024x2048 bf16 with CUDA graphs + per-block profile |
-#   | compile |     90 | teacher / 2F / all-L compiled (teacher compiled too), bf16, 1024x2048             |
+#   |         |        | (the teacher with cuDNN attention too; ratios against the fastest teacher)         |
+#   | compile |     90 | teacher / 2F / all-L compiled (teacher compiled too), bf16, 1024x2048, each       |
+#   |         |        | compiled model captured in CUDA graphs (--compile --cuda-graph)                   |
 #   | dist    |     40 | one distillation step of a tiny supernet under torchrun on NCCL: DDP, then FSDP2  |
 #   | mask_rcnn |   10 | the Mask R-CNN tests where mmcv's CUDA ops exist, else a line saying why not      |
 #
@@ -69,7 +71,7 @@ phase mixers 45 "$py" tools/benchmark.py mixers --device "$device" --dtype bf16 
     --warmup "$warmup" --repeat "$repeat" "${graph[@]}" "${kernels[@]}" --json "$out/files/mixers_bf16.json"
 phase models 75 "$py" "${models[@]}" --arch teacher --arch 2F --arch all-L --arch all-W "${graph[@]}" --profile \
     --json "$out/files/models_bf16.json"
-phase compile 90 "$py" "${models[@]}" "${compiled[@]}" --compile \
+phase compile 90 "$py" "${models[@]}" "${compiled[@]}" --compile "${graph[@]}" \
     --json "$out/files/models_bf16_compile.json"
 phase dist 40 "$py" -m torch.distributed.run --standalone --nproc_per_node=1 tools/gpu_check.py dist --wrap ddp \
     --wrap fsdp2 --json "$out/files/dist.json"

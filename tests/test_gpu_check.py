@@ -50,6 +50,21 @@ def test_dry_run_reports(dry_run):
     assert [s['wrap'] for s in steps] == ['ddp', 'fsdp2'] and all(s['finite'] and s['loss'] > 0 for s in steps)
     assert steps[1]['units'] == 2 * 4 + 1  # every block of teacher and student, and the root
     assert abs(steps[0]['loss'] - steps[1]['loss']) < 1e-6 * steps[0]['loss']  # fp32 on the CPU: the same step
+    for name in ('models_bf16.json', 'models_bf16_compile.json'):  # the fair baseline's records (issue #30 item 8)
+        models = json.loads((out / 'files' / name).read_text())
+        teacher_layers = models['sdpa_backends']['teacher']['64x128']
+        assert [layer['layer'] for layer in teacher_layers] == list(range(12)), name
+        assert all(row['reference'] == 'teacher' for row in models['rows']), name
+
+
+def test_the_compiled_phase_captures_cuda_graphs_on_the_gpu():
+    """On the GPU the compiled models are timed as CUDA-graph replays too (--compile --cuda-graph); the dry run
+    cannot show it (no CUDA graphs on the CPU), so the script's GPU settings are read."""
+    script = (REPO / 'scripts' / 'gpu_check.sh').read_text()
+    gpu_settings = script.split('\nelse\n', 1)[1].split('\nfi\n', 1)[0]
+    assert 'graph=(--cuda-graph)' in gpu_settings
+    compile_phase = script.split('phase compile ', 1)[1].split('\nphase ', 1)[0]
+    assert '--compile "${graph[@]}"' in compile_phase
 
 
 def test_kernel_check_tolerance_rule():

@@ -55,8 +55,12 @@ tensors (jetvit_mm/benchmark/planner.py states every assumption).
 
 On CUDA, ``--cuda-graph`` captures each timed call in a CUDA graph and times its replay: at batch 1 a ViT-B
 forward launches hundreds of small kernels, and eager timing then measures the host's launch rate as much as the
-GPU. ``--linear-cfg precision=mixed`` (any L-mixer option, e.g. ``kernel=torch``) applies to every arch's L layers,
-``--window-kernel`` to its W layers (default: the model's, ``auto``).
+GPU. With ``--compile`` too, each compiled model (torch.compile's default mode, no CUDA graphs of its own) is
+captured the same way. `models` records the SDPA backend of every F layer (``sdpa_backends`` in the JSON) and, on
+CUDA where cuDNN attention runs, also times the teacher with it (``teacher (cuDNN attention)``): every speed-up is
+stated against the fastest teacher of its size (``reference`` in each row). ``--linear-cfg precision=mixed`` (any
+L-mixer option, e.g. ``kernel=torch``) applies to every arch's L layers, ``--window-kernel`` to its W layers
+(default: the model's, ``auto``).
 
 On CPU, ``--malloc keep`` (the default of every subcommand) makes glibc keep freed memory for the next call:
 with the system policy every forward at 1024x2048 maps its big tensors afresh and page-faults ~1.2 million times,
@@ -86,6 +90,7 @@ from jetvit_mm.benchmark.models import (
     model_entries,
 )
 from jetvit_mm.benchmark.plot import plot_scaling, scaling_title
+from jetvit_mm.benchmark.sdpa import cudnn_teacher_entries
 from jetvit_mm.benchmark.targets import distill_step_target, print_targets
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
 from jetvit_mm.cli import check_inputs, check_outputs, finite, positive
@@ -217,6 +222,7 @@ def run_models(args: argparse.Namespace) -> dict:
     names = args.arch or ([config_arch or 'teacher'] if args.config else list(DEFAULT_ARCHS))
     head = head_from_args(args, kwargs['model_name'])
     entries = model_entries(kwargs, names, checkpoint=args.checkpoint, add_teacher=not args.no_teacher, head=head)
+    entries += cudnn_teacher_entries(entries, device)  # CUDA: the teacher with cuDNN attention too, where it runs
     try:
         entries += baseline_entries(kwargs, args.baseline or (), [e['label'] for e in entries], head)
     except ValueError as error:
@@ -294,10 +300,12 @@ def baseline_arg(text: str) -> Tuple[str, str]:
 
 
 def check_cuda_graph(args: argparse.Namespace, device: torch.device) -> None:
+    """Refuse ``--cuda-graph`` off CUDA (naming the device given) and ``--freeze`` without ``--compile``."""
     if args.cuda_graph and device.type != 'cuda':
-        raise SystemExit('--cuda-graph needs --device cuda')
-    if args.cuda_graph and getattr(args, 'compile', False):
-        raise SystemExit('--cuda-graph and --compile: pick one (torch.compile(mode="reduce-overhead") graphs itself)')
+        both = ' (with --compile too: the compiled model captured in CUDA graphs)' if getattr(args, 'compile', False) \
+            else ''
+        raise SystemExit(f'--cuda-graph needs --device cuda, got --device {device.type}{both}: CUDA graphs capture '
+                         'GPU kernel launches')
     if getattr(args, 'freeze', False) and not getattr(args, 'compile', False):
         raise SystemExit('--freeze is an option of torch.compile: add --compile')
 
@@ -381,7 +389,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--freeze', action='store_true',
                         help='with --compile: inductor freezing for every model (torch._inductor.config.freezing: '
                              'weights as constants, CPU Linears prepacked for oneDNN with their bias and GELU fused)')
-    models.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
+    models.add_argument('--cuda-graph', action='store_true',
+                        help='time CUDA-graph replays (CUDA only; with --compile: of the compiled models)')
     models.add_argument('--linear-cfg', type=key_value, action='append', default=None, metavar='KEY=VALUE',
                         help='an L-mixer option for every arch, e.g. precision=mixed, conv=static, kernel_size=5')
     models.add_argument('--throughput', type=positive, nargs='?', const=-1, default=None, metavar='BATCH',

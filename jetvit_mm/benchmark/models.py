@@ -20,6 +20,7 @@ from .host import machine_record, malloc_note, malloc_record, started_at
 from .memory import DTYPES, build_model, cuda_forward_memory, measure_forward_memory
 from .onnx_runtime import ORT_SUFFIX
 from .profile import backbone_of, block_times, profile_model
+from .sdpa import make_runners, sdpa_backends
 from .targets import model_targets, print_targets
 from .timing import maybe_graphed, summarize, time_interleaved
 
@@ -151,7 +152,7 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
         import torch._inductor.config as inductor_config  # applied by the freezing pass in torch 2.14)
 
         inductor_config.freezing = True
-    runners = {label: (torch.compile(m) if compile_model else m) for label, m in models.items()}
+    runners = make_runners(models, entries, compile_model, cuda_graph)
     probe = CpuContention(enabled=dev.type == 'cpu')  # on CUDA it would read /proc inside the event window
 
     # every (size, arch) pair in one round-robin: the growth from one size to the next is then measured side by
@@ -230,7 +231,9 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     return {
         'date': started, 'machine': machine_record(dev, cpu_count=True),
         'load_average': {'start': load_start, 'end': load_end}, 'malloc': malloc_record(malloc, malloc_kept, dev),
-        'entries': [{k: e.get(k) for k in ('label', 'arch', 'kwargs', 'head', 'baseline')} for e in entries],
+        'entries': [{k: e.get(k) for k in ('label', 'arch', 'kwargs', 'head', 'baseline', 'sdpa_backend')}
+                    for e in entries],
+        'sdpa_backends': sdpa_backends(models, entries, sizes, batch, torch_dtype, dev),
         'rows': rows, 'samples_ms': samples, 'targets': targets, 'profiles': profiles,
     }
 
@@ -273,10 +276,12 @@ def profile_entries(entries: List[Entry], models: Dict[str, nn.Module], size: Tu
 
 
 def add_speedups(rows: List[Dict[str, object]], teacher: str) -> None:
-    """Each row's speed-up over the teacher row of its size: median, min, and median of the quiet samples."""
+    """Each row's speed-up over the fastest teacher row of its size (by median; the teacher with cuDNN attention
+    too where it was timed): median, min, and median of the quiet samples; ``reference``: that row's label."""
     for row in rows:
-        ref = next((r for r in rows if r['size'] == row['size'] and r['arch'] == teacher and not r.get('baseline')
-                    and r.get('runtime') != 'onnxruntime'), None)
+        ref = min((r for r in rows if r['size'] == row['size'] and r['arch'] == teacher and not r.get('baseline')
+                   and r.get('runtime') != 'onnxruntime'), key=lambda r: r['median_ms'], default=None)
+        row['reference'] = ref['label'] if ref else None
         row['speedup'] = ref['median_ms'] / row['median_ms'] if ref else None
         row['speedup_min'] = ref['min_ms'] / row['min_ms'] if ref else None
         quiet = ref and ref.get('quiet_median_ms') and row.get('quiet_median_ms')

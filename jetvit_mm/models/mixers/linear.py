@@ -16,7 +16,7 @@ from .kernels import (
 )
 from .kernels.selfcheck import fast_path_ok
 from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
-from .squeeze_conv import SqueezeDynamicConv, build_value_conv, squeeze_conv_tokens
+from .squeeze_conv import SqueezeDynamicConv, StaticDepthwiseConv, build_value_conv, squeeze_conv_tokens
 
 PRECISIONS = ('fp32', 'mixed')
 
@@ -163,10 +163,11 @@ class LinearAttention(TokenMixer):
         if rope is not None and self.rope_numerator:
             check_rope(rope, N - P, self.head_dim)
             table = rotation_table(rope, P, self.rotate_half)
-        conv = self.fast_value_conv(qkv_flat, grid_size, path) if self.conv is not None else None
+        weights = self.kernel_conv_weights() if path == 'triton' else None
+        conv = self.fast_value_conv(qkv_flat, grid_size, path) if self.conv is not None and weights is None else None
         args = (qkv_flat, table, conv, self.num_heads, P, self.eps, self.focusing, self.rotate_half)
         if path == 'triton':
-            out = triton_linear_attention(*args)
+            out = triton_linear_attention(*args, conv_weights=weights, grid_size=tuple(grid_size))
         elif path == 'compile':
             out = compiled(fused_linear_attention)(*args)
         else:  # 'fused': traced by a surrounding torch.compile
@@ -185,10 +186,19 @@ class LinearAttention(TokenMixer):
         return (self.attend(qkv_flat, grid, small_rope, path, like.dtype),
                 self.attend(qkv_flat, grid, small_rope, 'torch', like.dtype))
 
+    def kernel_conv_weights(self) -> Optional[tuple]:
+        """The conv term's weights for the Triton kernels to compute it themselves (``('static', weight)`` or
+        ``('squeeze', fc1, fc2, fc2 bias)``); None for the token-dynamic conv (computed beforehand) and no conv."""
+        if isinstance(self.conv, SqueezeDynamicConv):
+            return ('squeeze', self.conv.fc1.weight, self.conv.fc2.weight, self.conv.fc2.bias)
+        if isinstance(self.conv, StaticDepthwiseConv):
+            return ('static', self.conv.weight)
+        return None
+
     def fast_value_conv(self, qkv_flat: torch.Tensor, grid_size: Tuple[int, int], path: str) -> torch.Tensor:
         """The conv term for the fast paths: the squeeze conv as one pure function (compiled with ``'compile'``,
-        traced by the outer compile with ``'fused'``), every other conv (and the squeeze conv beside the Triton
-        kernels) as :meth:`value_conv`."""
+        traced by the outer compile with ``'fused'``), every other conv as :meth:`value_conv` (the Triton kernels
+        compute the static and squeeze convs themselves: :meth:`kernel_conv_weights`)."""
         if isinstance(self.conv, SqueezeDynamicConv) and path in ('compile', 'fused'):
             D = qkv_flat.shape[-1] // 3
             args = (qkv_flat[:, self.num_prefix_tokens:, 2 * D:], grid_size, self.conv.fc1.weight,

@@ -145,10 +145,9 @@ class WindowAttention(TokenMixer):
         window = (min(self.window_size, grid_size[0]), min(self.window_size, grid_size[1]))
         args = (qkv, grid_size, window, self.num_heads, P, rope, self.rotate_half)
         if path == 'flex':
-            if torch.compiler.is_compiling():  # traced inline, mask construction included
-                block_mask = window_block_mask.__wrapped__(grid_size, window, P, qkv.device)
+            block_mask = window_block_mask(grid_size, window, P, qkv.device)  # built once, outside any graph
+            if torch.compiler.is_compiling():  # traced inline; the mask is an input of the caller's graph
                 return flex_window_attention(*args, block_mask)
-            block_mask = window_block_mask(grid_size, window, P, qkv.device)
             return compiled(flex_window_attention)(*args, block_mask)
         if path == 'compile':
             padded = padded_window_attention if torch.compiler.is_compiling() else compiled(padded_window_attention)

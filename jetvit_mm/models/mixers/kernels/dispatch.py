@@ -8,8 +8,9 @@
 
 The fast paths are inference paths: whenever autograd records the call (training), the torch path runs, and so it
 does under a tensor-dispatch mode (FakeTensorMode: shape-only FLOP counting; FLOP counters; tracing). Inside a
-user's own torch.compile, the pure-torch fused formulation (L), FlexAttention (W on CUDA) or the padded-key windows
-(W elsewhere) are traced inline.
+user's own torch.compile, L's Triton kernels stay in the graph as the custom op ``jetvit::linear_attention_triton``
+(``'triton'``, and ``'auto'`` on CUDA); otherwise the pure-torch fused formulation (L), FlexAttention (W on CUDA,
+its block mask built outside the graph) or the padded-key windows (W elsewhere) are traced inline.
 """
 from typing import Tuple
 
@@ -55,11 +56,15 @@ def _auto_compiles(device: torch.device, numel: int) -> bool:
 
 def select_linear_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool) -> str:
     """The L path to run: ``'torch'``, ``'fused'`` (the pure formulation, traced by an outer torch.compile),
-    ``'compile'`` or ``'triton'``. ``torch.export`` (ONNX) traces the reference path."""
+    ``'compile'`` or ``'triton'`` (also inside an outer torch.compile: the custom op). ``torch.export`` (ONNX)
+    traces the reference path."""
     if torch.compiler.is_exporting():
         return 'torch'
     if torch.compiler.is_compiling():
-        return 'torch' if requested == 'torch' or needs_grad else 'fused'
+        if requested == 'torch' or needs_grad:
+            return 'torch'
+        # the Triton kernels as the custom op the caller's graph keeps (CUDA: inductor's CUDA backend is Triton)
+        return 'triton' if requested == 'triton' or (requested == 'auto' and device.type == 'cuda') else 'fused'
     if needs_grad or is_in_torch_dispatch_mode():
         return 'torch'
     if requested == 'auto':

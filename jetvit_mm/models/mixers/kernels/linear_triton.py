@@ -1,14 +1,28 @@
-"""Launcher of the fused L Triton kernels (:mod:`.linear_triton_kernels`, imported on first use)."""
+"""Launcher of the fused L Triton kernels (:mod:`.linear_triton_kernels`, imported on first use), registered as the
+torch custom op ``jetvit::linear_attention_triton`` (``torch.library.triton_op``): a caller's torch.compile keeps the
+op (inductor calls the kernels themselves) instead of tracing a torch formula in its place.
+
+The conv term: ``conv`` (a conv term computed beforehand, e.g. the token-dynamic conv) or ``conv_weights``, which
+the kernels compute themselves: ``('static', weight)`` (``[D, 1, k, k]``) or ``('squeeze', fc1_weight, fc2_weight,
+fc2_bias)`` (:class:`~jetvit_mm.models.mixers.squeeze_conv.SqueezeDynamicConv`: the mean of V comes out of the K/V
+pass, the generator's two small Linears run as torch ops between the passes (two matmuls of one row per image: a
+kernel of their own would gain nothing), and the Q pass convolves V at the ``k * k`` shifted positions).
+"""
 import importlib
-from typing import Optional
+import math
+from typing import Optional, Sequence, Tuple
 
 import torch
+import torch.nn.functional as F
+from torch.library import triton_op, wrap_triton
 
 from .availability import triton_interpreting
 
 BLOCK_N = 64  # tokens per tile of the K/V pass
 BLOCK_M = 64  # tokens per program of the Q pass
 PROGRAMS_PER_SM = 4  # K/V pass: split the tokens so that the grid fills the GPU this many times over
+CONV_KINDS = ('static', 'squeeze')
+OP_NAME = 'jetvit::linear_attention_triton'
 _loaded = {}
 
 
@@ -38,8 +52,46 @@ def triton_linear_attention(
         eps: float,
         focusing: Optional[float] = None,
         rotate_half: bool = True,
+        *,
+        conv_weights: Optional[Tuple] = None,
+        grid_size: Optional[Tuple[int, int]] = None,
 ) -> torch.Tensor:
-    """Same contract as :func:`~.linear_fused.fused_linear_attention` (forward only), in two kernel launches."""
+    """Same contract as :func:`~.linear_fused.fused_linear_attention` (forward only), in two kernel launches; with
+    ``conv_weights`` (and the patch ``grid_size``) the kernels compute the static or squeeze conv term themselves
+    (``conv`` must then be None)."""
+    static = fc1 = fc2 = fc2_bias = None
+    grid = (0, 0)
+    if conv_weights is not None:
+        if conv is not None or grid_size is None or conv_weights[0] not in CONV_KINDS:
+            raise ValueError(f'conv_weights ({", ".join(CONV_KINDS)}, weights...) takes the patch grid_size and no '
+                             f'precomputed conv; got {conv_weights[0]!r}, grid_size={grid_size}, conv given: '
+                             f'{conv is not None}')
+        grid = (int(grid_size[0]), int(grid_size[1]))
+        if conv_weights[0] == 'static':
+            static = conv_weights[1]
+        else:
+            fc1, fc2, fc2_bias = conv_weights[1:]
+    return torch.ops.jetvit.linear_attention_triton(qkv, table, conv, static, fc1, fc2, fc2_bias, num_heads,
+                                                    num_prefix_tokens, eps, focusing, rotate_half, grid[0], grid[1])
+
+
+def _dynamic_kernels(sums: torch.Tensor, batch: int, head_dim: int, block_d: int, patches: int,
+                     generator: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The squeeze conv's per-image kernels ``[B, D * k * k]`` from the K/V pass's sums of V (``sums``:
+    ``[B * heads, block_d * (block_d + 2)]``) and the generator's weights (fc1, fc2, fc2's bias)."""
+    fc1, fc2, fc2_bias = generator
+    start = block_d * (block_d + 1)
+    mean = sums[:, start:start + head_dim].reshape(batch, -1) / patches  # [B, D], heads in order
+    return F.linear(F.silu(F.linear(mean.to(fc1.dtype), fc1)), fc2, fc2_bias)
+
+
+@triton_op(OP_NAME, mutates_args=())
+def _linear_attention_op(
+        qkv: torch.Tensor, table: Optional[torch.Tensor], conv: Optional[torch.Tensor],
+        static_kernel: Optional[torch.Tensor], fc1_weight: Optional[torch.Tensor], fc2_weight: Optional[torch.Tensor],
+        fc2_bias: Optional[torch.Tensor], num_heads: int, num_prefix_tokens: int, eps: float,
+        focusing: Optional[float], rotate_half: bool, grid_h: int, grid_w: int) -> torch.Tensor:
+    """The two launches (K/V pass, Q pass) and, for the squeeze conv, its generator between them."""
     kernels = _kernels()
     B, N, D3 = qkv.shape
     D = D3 // 3
@@ -52,8 +104,8 @@ def triton_linear_attention(
     splits = _splits(bh, tiles, qkv.device)
     per_split = -(-tiles // splits)
     splits = -(-tiles // per_split)
-    state = torch.empty(bh, splits, block_d, block_d, device=qkv.device, dtype=torch.float32)
-    z_sum = torch.empty(bh, splits, block_d, device=qkv.device, dtype=torch.float32)
+    squeeze = fc1_weight is not None
+    sums = torch.zeros(bh, block_d * (block_d + 2), device=qkv.device, dtype=torch.float32)  # S, z, sum of V
     if table is not None:
         table = table.to(device=qkv.device, dtype=torch.float32).contiguous()
     flags = dict(HEADS=num_heads, HEAD_DIM=head_dim, BLOCK_D=block_d, HAS_ROPE=table is not None,
@@ -61,16 +113,33 @@ def triton_linear_attention(
                  EMULATE=triton_interpreting())
     power = float(focusing) if focusing is not None else 1.0
     dummy = qkv  # never read when its flag is off
-    kernels._kv_state[(bh, splits)](qkv, table if table is not None else dummy, state, z_sum, N, D, qkv.stride(0),
-                                    qkv.stride(1), power, eps, BLOCK_N=BLOCK_N, TILES=per_split, **flags)
-    state, z_sum = state.sum(dim=1).contiguous(), z_sum.sum(dim=1).contiguous()
+    P = num_prefix_tokens
+    wrap_triton(kernels._kv_state)[(bh, splits)](
+        qkv, table if table is not None else dummy, sums, N, D, P, qkv.stride(0), qkv.stride(1), power, eps,
+        BLOCK_N=BLOCK_N, TILES=per_split, V_SUM=squeeze, **flags)
+    kern, stride_kb, ksize = None, 0, 1
+    if squeeze:
+        kern = _dynamic_kernels(sums, B, head_dim, block_d, grid_h * grid_w, (fc1_weight, fc2_weight, fc2_bias))
+        ksize, stride_kb = math.isqrt(kern.shape[1] // D), kern.shape[1]
+    elif static_kernel is not None:
+        kern, ksize = static_kernel, static_kernel.shape[-1]  # one kernel for every image: batch stride 0
+    if kern is not None:
+        kern = kern.contiguous()
     out = torch.empty(B, N, D, device=qkv.device, dtype=qkv.dtype)
-    conv_strides = (conv.stride(0), conv.stride(1)) if conv is not None else (0, 0)
     if conv is not None and conv.stride(-1) != 1:
         conv = conv.contiguous()
-        conv_strides = (conv.stride(0), conv.stride(1))
-    kernels._q_output[(bh, -(-N // BLOCK_M))](
-        qkv, table if table is not None else dummy, state, z_sum, conv if conv is not None else dummy, out, N, D,
-        num_prefix_tokens, qkv.stride(0), qkv.stride(1), *conv_strides, out.stride(0), out.stride(1), power, eps,
-        BLOCK_M=BLOCK_M, HAS_CONV=conv is not None, **flags)
+    conv_strides = (conv.stride(0), conv.stride(1)) if conv is not None else (0, 0)
+    wrap_triton(kernels._q_output)[(bh, -(-N // BLOCK_M))](
+        qkv, table if table is not None else dummy, sums, conv if conv is not None else dummy,
+        kern if kern is not None else dummy, out, N, D, P, grid_h, grid_w, qkv.stride(0), qkv.stride(1),
+        *conv_strides, stride_kb, out.stride(0), out.stride(1), power, eps, BLOCK_M=BLOCK_M,
+        HAS_CONV=conv is not None, DEPTHWISE=kern is not None, KSIZE=ksize, **flags)
     return out
+
+
+@_linear_attention_op.register_fake
+def _linear_attention_shape(qkv: torch.Tensor, *args) -> torch.Tensor:
+    """The op's output without running it (FakeTensor, meta, tracing): ``[B, N, D]`` in the input's dtype. Written
+    out rather than derived from the launcher, whose kernels the Triton interpreter would run on the fake tensors."""
+    B, N, D3 = qkv.shape
+    return qkv.new_empty(B, N, D3 // 3)

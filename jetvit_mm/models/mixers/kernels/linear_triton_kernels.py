@@ -1,8 +1,12 @@
 """Triton kernels of the fused L forward (imported only by :mod:`.linear_triton`, never at package import).
 
-Per image and head: ``_kv_state`` reads K and V once and accumulates ``S = sum_j R_j phi(k_j) v_j^T`` and
-``z = sum_j phi(k_j)`` in fp32 (one partial sum per token split, summed afterwards in a fixed order: deterministic);
-``_q_output`` reads Q once and writes ``R_i phi(q_i) S / (phi(q_i) z + eps)`` plus the conv term, heads merged.
+Per image and head: ``_kv_state`` reads K and V once and accumulates ``S = sum_j R_j phi(k_j) v_j^T``,
+``z = sum_j phi(k_j)`` and (for the squeeze conv) the sum of the patch tokens' V in fp32; each token split adds its
+partial sums to one zeroed buffer with atomics (no reduction launch; the order of the splits' fp32 additions, and
+so the last bits, may vary between runs on a GPU). ``_q_output`` reads Q once and writes
+``R_i phi(q_i) S / (phi(q_i) z + eps)`` plus the conv term, heads merged: a depthwise ``k x k`` conv of V computed
+in place from V at the ``k * k`` shifted grid positions (zero padding, the prefix tokens skipped) with per-image
+(squeeze) or shared (static) kernels, or a conv term computed beforehand (token-dynamic).
 RoPE rotates a feature with its partner (the other half, or the other element of its pair), loaded a second time
 from the same cache lines, so no rotated copy is ever written to memory.
 
@@ -53,13 +57,12 @@ def _matmul(a, b, BF16: tl.constexpr, EMULATE: tl.constexpr):
 
 
 @triton.jit
-def _kv_state(qkv, table, state, z_sum, N, D, stride_b, stride_n, power, eps,
+def _kv_state(qkv, table, sums, N, D, P, stride_b, stride_n, power, eps,
               HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
               TILES: tl.constexpr, HAS_ROPE: tl.constexpr, ROTATE_HALF: tl.constexpr, FOCUS: tl.constexpr,
-              BF16: tl.constexpr, EMULATE: tl.constexpr):
+              V_SUM: tl.constexpr, BF16: tl.constexpr, EMULATE: tl.constexpr):
     bh = tl.program_id(0)
     split = tl.program_id(1)
-    splits = tl.num_programs(1)
     b = bh // HEADS
     h = bh % HEADS
     cols = tl.arange(0, BLOCK_D)
@@ -70,6 +73,7 @@ def _kv_state(qkv, table, state, z_sum, N, D, stride_b, stride_n, power, eps,
         partner = cols ^ 1
     acc = tl.zeros([BLOCK_D, BLOCK_D], dtype=tl.float32)
     z_acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    v_acc = tl.zeros([BLOCK_D], dtype=tl.float32)
     for t in range(TILES):
         rows = (split * TILES + t) * BLOCK_N + tl.arange(0, BLOCK_N)
         ok = (rows < N)[:, None] & col_ok[None, :]
@@ -77,6 +81,8 @@ def _kv_state(qkv, table, state, z_sum, N, D, stride_b, stride_n, power, eps,
         phi = _feature(tl.load(k_ptr + cols[None, :], mask=ok, other=0.0).to(tl.float32), ok, FOCUS, power, eps)
         v = tl.load(k_ptr + D + cols[None, :], mask=ok, other=0.0).to(tl.float32)
         z_acc += tl.sum(phi, axis=0)
+        if V_SUM:  # the squeeze conv's mean of V: patch tokens only
+            v_acc += tl.sum(tl.where((rows >= P)[:, None], v, 0.0), axis=0)
         if HAS_ROPE:
             mate = tl.load(k_ptr + partner[None, :], mask=ok, other=0.0).to(tl.float32)
             mate = _feature(mate, ok, FOCUS, power, eps)
@@ -85,41 +91,72 @@ def _kv_state(qkv, table, state, z_sum, N, D, stride_b, stride_n, power, eps,
             cos = tl.load(t_ptr + HEAD_DIM, mask=ok, other=0.0)
             phi = phi * cos + mate * sin
         acc += _matmul(tl.trans(phi), v, BF16, EMULATE)
-    out = (bh * splits + split) * BLOCK_D
-    tl.store(state + (out + cols[:, None]) * BLOCK_D + cols[None, :], acc)
-    tl.store(z_sum + out + cols, z_acc)
+    base = sums + bh * BLOCK_D * (BLOCK_D + 2)  # per image and head: S, then z, then the sum of V
+    tl.atomic_add(base + cols[:, None] * BLOCK_D + cols[None, :], acc)
+    tl.atomic_add(base + BLOCK_D * BLOCK_D + cols, z_acc)
+    if V_SUM:
+        tl.atomic_add(base + BLOCK_D * (BLOCK_D + 1) + cols, v_acc)
 
 
 @triton.jit
-def _q_output(qkv, table, state, z_sum, conv, out, N, D, P, stride_b, stride_n, stride_cb, stride_cn,
-              stride_ob, stride_on, power, eps,
+def _depthwise(qkv, kern, b, h, rows, cols, col_ok, D, P, N, GH, GW, stride_b, stride_n, stride_kb,
+               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, KSIZE: tl.constexpr):
+    """The depthwise ``KSIZE x KSIZE`` conv of V (zero padding) at the patch tokens of ``rows``, head ``h``: fp32
+    ``[rows, BLOCK_D]``, zero at the prefix rows and beyond ``N``."""
+    patch = rows - P
+    is_patch = (rows >= P) & (rows < N)
+    r = patch // GW
+    c = patch % GW
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    v_base = qkv + b * stride_b + 2 * D + h * HEAD_DIM + cols[None, :]
+    k_base = kern + b * stride_kb + (h * HEAD_DIM + cols) * (KSIZE * KSIZE)
+    for dy in tl.static_range(KSIZE):
+        for dx in tl.static_range(KSIZE):
+            rr = r + (dy - KSIZE // 2)
+            cc = c + (dx - KSIZE // 2)
+            there = is_patch & (rr >= 0) & (rr < GH) & (cc >= 0) & (cc < GW)
+            v = tl.load(v_base + (P + rr * GW + cc)[:, None] * stride_n, mask=there[:, None] & col_ok[None, :],
+                        other=0.0).to(tl.float32)
+            weight = tl.load(k_base + dy * KSIZE + dx, mask=col_ok, other=0.0).to(tl.float32)
+            acc += v * weight[None, :]
+    return acc
+
+
+@triton.jit
+def _q_output(qkv, table, sums, conv, kern, out, N, D, P, GH, GW, stride_b, stride_n, stride_cb, stride_cn,
+              stride_kb, stride_ob, stride_on, power, eps,
               HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
               HAS_ROPE: tl.constexpr, ROTATE_HALF: tl.constexpr, FOCUS: tl.constexpr, HAS_CONV: tl.constexpr,
-              BF16: tl.constexpr, EMULATE: tl.constexpr):
+              DEPTHWISE: tl.constexpr, KSIZE: tl.constexpr, BF16: tl.constexpr, EMULATE: tl.constexpr):
     bh = tl.program_id(0)
     b = bh // HEADS
     h = bh % HEADS
     rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_D)
-    ok = (rows < N)[:, None] & (cols < HEAD_DIM)[None, :]
+    col_ok = cols < HEAD_DIM
+    ok = (rows < N)[:, None] & col_ok[None, :]
     if ROTATE_HALF:
         partner = (cols + HEAD_DIM // 2) % HEAD_DIM
     else:
         partner = cols ^ 1
     q_ptr = qkv + b * stride_b + rows[:, None] * stride_n + h * HEAD_DIM
     phi = _feature(tl.load(q_ptr + cols[None, :], mask=ok, other=0.0).to(tl.float32), ok, FOCUS, power, eps)
-    z = tl.load(z_sum + bh * BLOCK_D + cols)
+    base = sums + bh * BLOCK_D * (BLOCK_D + 2)
+    z = tl.load(base + BLOCK_D * BLOCK_D + cols)
     denominator = tl.sum(phi * z[None, :], axis=1)
     if HAS_ROPE:
         mate = _feature(tl.load(q_ptr + partner[None, :], mask=ok, other=0.0).to(tl.float32), ok, FOCUS, power, eps)
         t_ptr = table + rows[:, None] * (2 * HEAD_DIM) + cols[None, :]
         phi = phi * tl.load(t_ptr + HEAD_DIM, mask=ok, other=0.0) + mate * tl.load(t_ptr, mask=ok, other=0.0)
-    s = tl.load(state + (bh * BLOCK_D + cols[:, None]) * BLOCK_D + cols[None, :])
+    s = tl.load(base + cols[:, None] * BLOCK_D + cols[None, :])
     o = _matmul(phi, s, BF16, EMULATE) / (denominator[:, None] + eps)
     if HAS_CONV:
         patch = ok & (rows >= P)[:, None]
         c_ptr = conv + b * stride_cb + (rows - P)[:, None] * stride_cn + h * HEAD_DIM + cols[None, :]
         o += tl.load(c_ptr, mask=patch, other=0.0).to(tl.float32)
+    if DEPTHWISE:
+        o += _depthwise(qkv, kern, b, h, rows, cols, col_ok, D, P, N, GH, GW, stride_b, stride_n, stride_kb,
+                        HEAD_DIM, BLOCK_D, BLOCK_M, KSIZE)
     if BF16 and EMULATE:
         o = _round_bf16(o)
     o_ptr = out + b * stride_ob + rows[:, None] * stride_on + h * HEAD_DIM + cols[None, :]

@@ -8,14 +8,35 @@ real token; in the Flex call they would fill one query block whose mask row allo
 not split a query block over keys, so one program per head would walk the whole sequence alone. They go through
 SDPA over the row-major keys instead, whose kernels split long key ranges.
 """
-import functools
-from typing import Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
 from ..rope import rotate_query_key
 
 BLOCK = 128  # FlexAttention's default sparse block
+CACHE_SIZE = 16  # grids (x windows x prefix x device) whose masks and query orders are kept
+_CACHE: Dict[tuple, object] = {}  # (builder name, *its arguments) -> what it built, in insertion order
+
+
+@torch.compiler.disable
+def _build_eagerly(name: str, builder: Callable[..., object], *args) -> object:
+    """``builder(*args)`` run eagerly (a graph break inside a caller's torch.compile, taken once per key) and kept in
+    ``_CACHE``; the oldest entry goes beyond ``CACHE_SIZE``."""
+    key = (name, *args)
+    if key not in _CACHE:
+        while len(_CACHE) >= CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = builder(*args)
+    return _CACHE[key]
+
+
+def _cached(name: str, builder: Callable[..., object], *args) -> object:
+    """What ``builder(*args)`` built, built once per key outside any compiled graph: a kept one is looked up (inside
+    a caller's torch.compile a plain dict read that dynamo resolves while tracing and guards on, so the graph takes
+    its tensors as inputs and builds nothing), a missing one is built eagerly by :func:`_build_eagerly`."""
+    found = _CACHE.get((name, *args))
+    return found if found is not None else _build_eagerly(name, builder, *args)
 
 
 def _layout(grid_size: Tuple[int, int], window: Tuple[int, int]) -> Tuple[int, int, int]:
@@ -42,7 +63,6 @@ def window_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int,
     return out
 
 
-@functools.lru_cache(maxsize=16)
 def _query_order(grid_size: Tuple[int, int], window: Tuple[int, int], device: torch.device) -> torch.Tensor:
     """For each window-major query slot, the row-major patch it holds; padding slots point one past the last patch."""
     (h, w), (wh, ww) = grid_size, window
@@ -60,8 +80,8 @@ def window_major_queries(x: torch.Tensor, grid_size: Tuple[int, int], window: Tu
     ``[B, H, windows * slots, C]``, gathered in one pass into a plain 4-D buffer (inductor's CPU Flex template reads
     the query's underlying buffer as 4-D, which a write through a 5-D window view would not be)."""
     patches = torch.nn.functional.pad(x[:, :, num_prefix_tokens:], (0, 0, 0, 1))  # one zero row for the padding
-    build = _query_order.__wrapped__ if torch.compiler.is_compiling() else _query_order  # traced: built in the graph
-    return patches[:, :, build(tuple(grid_size), tuple(window), x.device)]
+    order = _cached('query_order', _query_order, tuple(grid_size), tuple(window), x.device)
+    return patches[:, :, order]
 
 
 def row_major(patches: torch.Tensor, prefix: torch.Tensor, grid_size: Tuple[int, int],
@@ -99,17 +119,22 @@ def window_mask_mod(grid_size: Tuple[int, int], window: Tuple[int, int]):
     return mask_mod
 
 
-@functools.lru_cache(maxsize=16)
 def window_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
                       device: torch.device):
-    """The BlockMask of :func:`window_mask_mod`, the patch queries against all keys (built once per grid, window,
-    prefix and device)."""
-    from torch.nn.attention.flex_attention import create_block_mask
+    """The BlockMask of :func:`window_mask_mod`, the patch queries against all keys: built once per grid, window,
+    prefix and device, eagerly (never inside a compiled graph), and kept."""
+    return _cached('block_mask', _build_block_mask, tuple(grid_size), tuple(window), num_prefix_tokens,
+                   torch.device(device))
+
+
+def _build_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
+                      device: torch.device):
+    from torch.nn.attention import flex_attention as flex
 
     nh, nw, slots = _layout(grid_size, window)
     queries = nh * nw * slots
-    return create_block_mask(window_mask_mod(grid_size, window), None, None, queries, queries + num_prefix_tokens,
-                             device=device, BLOCK_SIZE=BLOCK)
+    return flex.create_block_mask(window_mask_mod(grid_size, window), None, None, queries,
+                                  queries + num_prefix_tokens, device=device, BLOCK_SIZE=BLOCK)
 
 
 def flex_window_attention(

@@ -1,0 +1,208 @@
+"""The fast paths inside a caller's torch.compile (issue #30 items 3 and 4).
+
+- W on FlexAttention: the block mask (and the window-major query order) is built once per grid, window, prefix and
+  device, eagerly, and kept: a second forward reuses it, and a compiled forward neither rebuilds it in its graph nor
+  builds it again (``create_block_mask`` calls counted), whichever of eager and compiled runs first.
+- L on Triton: the kernels are the custom op ``jetvit::linear_attention_triton`` (``torch.library.triton_op``); its
+  fake implementation gives the output's shape and dtype without running a kernel, and ``torch.compile(fullgraph=True)``
+  of a mixer (and a model) set to ``'triton'`` traces that op into its graph, not the torch formula (the graph
+  inspected), computing the same values. Run under ``TRITON_INTERPRET=1`` in a process of their own
+  (``python -m tests.test_fast_paths_in_graphs``), as tests/test_fast_mixers.py does.
+"""
+import json
+import os
+import subprocess
+import sys
+import traceback
+from typing import Callable, Dict, List, Optional
+
+import pytest
+import torch
+import torch._dynamo
+
+from jetvit_mm.models.mixers import WindowAttention
+from jetvit_mm.models.mixers import window as window_module
+from jetvit_mm.models.mixers.kernels import window_flex
+from jetvit_mm.models.mixers.kernels.availability import flex_available
+
+from .conftest import REPO
+
+GRID = (3, 5)  # 2 x 3 windows of 2 x 2, the last row and column padded
+
+
+@pytest.fixture
+def mask_builds(monkeypatch) -> List[tuple]:
+    """Every ``create_block_mask`` call (its query and key lengths), with empty mask caches and dynamo caches."""
+    from torch.nn.attention import flex_attention
+
+    calls = []
+    real = flex_attention.create_block_mask
+
+    def counting(mask_mod, B, H, Q_LEN, KV_LEN, *args, **kwargs):
+        calls.append((Q_LEN, KV_LEN))
+        return real(mask_mod, B, H, Q_LEN, KV_LEN, *args, **kwargs)
+
+    monkeypatch.setattr(flex_attention, 'create_block_mask', counting)
+    # the eager Flex path without inductor (FlexAttention's eager fallback: same values, no compile time)
+    monkeypatch.setattr(window_module, 'compiled', lambda fn: fn)
+    window_flex._CACHE.clear()
+    torch._dynamo.reset()
+    yield calls
+    window_flex._CACHE.clear()
+    torch._dynamo.reset()
+
+
+def flex_window(prefix: int = 1) -> WindowAttention:
+    if not flex_available('cpu'):
+        pytest.skip('FlexAttention on the CPU needs torch.compile (a C++ compiler)')
+    torch.manual_seed(0)
+    return WindowAttention(32, 2, num_prefix_tokens=prefix, window_size=2, kernel='flex').eval()
+
+
+def tokens(prefix: int = 1) -> torch.Tensor:
+    return torch.randn(2, prefix + GRID[0] * GRID[1], 32, generator=torch.Generator().manual_seed(0))
+
+
+def test_a_second_forward_and_a_compiled_forward_reuse_the_block_mask(mask_builds):
+    mixer, x = flex_window(), tokens()
+    with torch.inference_mode():
+        first = mixer(x, GRID)
+        assert len(mask_builds) == 1
+        assert torch.equal(mixer(x, GRID), first)
+        compiled = torch.compile(mixer, backend='eager', fullgraph=True)  # the kept mask: no graph break either
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x, GRID), first, rtol=1e-5, atol=1e-6)
+    assert len(mask_builds) == 1, f'the block mask was built again: {mask_builds}'
+
+
+def test_a_compiled_forward_builds_the_mask_once_outside_its_graph(mask_builds):
+    mixer, x = flex_window(prefix=5), tokens(prefix=5)
+    with torch.inference_mode():
+        compiled = torch.compile(mixer, backend='eager')
+        out = compiled(x, GRID)
+        compiled(x, GRID)
+        assert len(mask_builds) == 1
+        reference = mixer(x, GRID)  # eager after compiled: the same kept mask
+    assert len(mask_builds) == 1, f'the block mask was built again: {mask_builds}'
+    torch.testing.assert_close(out, reference, rtol=1e-5, atol=1e-6)
+    other = (GRID[0] + 2, GRID[1])  # another grid: one more mask
+    with torch.inference_mode():
+        mixer(torch.randn(1, 5 + other[0] * other[1], 32), other)
+    assert len(mask_builds) == 2
+
+
+# ----------------------------------------------------------------------------- L: the Triton kernels as a custom op
+
+OP = 'jetvit::linear_attention_triton'
+
+
+def linear_mixer(conv: str, prefix: int = 5, kernel: str = 'triton') -> torch.nn.Module:
+    from jetvit_mm.models.mixers import LinearAttention
+
+    torch.manual_seed(0)
+    mixer = LinearAttention(32, 2, num_prefix_tokens=prefix, conv=conv, kernel=kernel)
+    with torch.no_grad():
+        for p in mixer.parameters():
+            p.copy_(torch.randn_like(p) * 0.2)
+    return mixer.eval()
+
+
+def case_fake_implementation() -> None:
+    """The op's fake implementation: shapes and dtype from fake inputs, no kernel run, no real memory."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from jetvit_mm.models.mixers.kernels import triton_linear_attention
+
+    assert hasattr(torch.ops.jetvit, 'linear_attention_triton'), f'{OP} is not registered'
+    mixer = linear_mixer('squeeze')
+    weights = mixer.kernel_conv_weights()
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        for dtype in (torch.float32, torch.bfloat16):
+            qkv = torch.empty(3, 5 + 15, 96, dtype=dtype)
+            out = triton_linear_attention(qkv, None, None, 2, 5, 1e-6, None, True, conv_weights=weights,
+                                          grid_size=(3, 5))
+            assert out.shape == (3, 20, 32) and out.dtype == dtype, (out.shape, out.dtype)
+            assert isinstance(out, torch._subclasses.fake_tensor.FakeTensor) and out.fake_mode is mode
+    with torch.no_grad():
+        qkv = torch.randn(2, 5 + 15, 96)
+        torch.library.opcheck(torch.ops.jetvit.linear_attention_triton.default,
+                              (qkv, None, None, mixer.conv.fc2.bias.view(32, 1, 3, 3).contiguous(), None, None, None,
+                               2, 5, 1e-6, None, True, 3, 5), test_utils=('test_schema', 'test_faketensor'))
+
+
+def graphs_of(module: torch.nn.Module, *args) -> tuple:
+    """``module(*args)`` compiled with ``fullgraph=True`` by a backend that keeps dynamo's graphs and runs them as
+    they are: (the output, the graphs' code)."""
+    graphs = []
+
+    def keep(gm: torch.fx.GraphModule, example_inputs) -> Callable:
+        graphs.append(gm.code)
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        out = torch.compile(module, backend=keep, fullgraph=True)(*args)
+    return out, graphs
+
+
+def case_compiled_mixer_keeps_the_op() -> None:
+    """A compiled mixer set to 'triton' calls the op (every conv kind), with the torch path's values."""
+    for conv in ('squeeze', 'static', 'token', 'none'):
+        mixer, reference = linear_mixer(conv), linear_mixer(conv, kernel='torch')
+        x = torch.randn(2, 5 + 3 * 5, 32, generator=torch.Generator().manual_seed(1))
+        out, graphs = graphs_of(mixer, x, (3, 5))
+        code = '\n'.join(graphs)
+        assert 'jetvit.linear_attention_triton' in code, f'{conv}: the op is not in the compiled graph:\n{code}'
+        assert 'relu' not in code, f'{conv}: the torch formula was traced beside the op:\n{code}'
+        with torch.inference_mode():
+            torch.testing.assert_close(out, reference(x, (3, 5)), rtol=1e-5, atol=1e-5)
+
+
+def case_compiled_model_keeps_the_op() -> None:
+    """A tiny LWF JetViT with L on 'triton', compiled whole: one graph, the op once per L layer."""
+    from jetvit_mm.models import JetViT
+
+    torch.manual_seed(0)
+    kw = dict(model_name='dinov3_vits16', depth=3, embed_dim=32, num_heads=2, arch='LWL', window_size=2,
+              linear_cfg=dict(kernel='triton'), window_kernel='torch')
+    model, reference = JetViT(**kw).eval(), JetViT(**dict(kw, linear_cfg=dict(kernel='torch'))).eval()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(1, 3, 48, 80)
+    out, graphs = graphs_of(model, x)
+    assert len(graphs) == 1 and graphs[0].count('jetvit.linear_attention_triton') == 2, graphs
+    with torch.inference_mode():
+        expected = reference(x)
+    for a, b in zip(out if isinstance(out, (list, tuple)) else [out], expected if isinstance(expected, (list, tuple))
+                    else [expected]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+INTERPRETED = {'fake_implementation': case_fake_implementation,
+               'compiled_mixer_keeps_the_op': case_compiled_mixer_keeps_the_op,
+               'compiled_model_keeps_the_op': case_compiled_model_keeps_the_op}
+
+
+@pytest.fixture(scope='module')
+def interpreted_results() -> Dict[str, Optional[str]]:
+    """The cases above, run in one fresh interpreter with ``TRITON_INTERPRET=1``: {case: None or the failure}."""
+    pytest.importorskip('triton')
+    proc = subprocess.run([sys.executable, '-m', 'tests.test_fast_paths_in_graphs'], cwd=REPO, capture_output=True,
+                          text=True, env=dict(os.environ, TRITON_INTERPRET='1'), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize('case', list(INTERPRETED))
+def test_the_triton_kernels_are_a_custom_op_a_compiled_graph_keeps(interpreted_results, case):
+    assert interpreted_results[case] is None, interpreted_results[case]
+
+
+if __name__ == '__main__':  # the Triton cases, run by ``interpreted_results`` under TRITON_INTERPRET=1
+    results = {}
+    for name, case in INTERPRETED.items():
+        try:
+            case()
+            results[name] = None
+        except Exception:  # reported, with its traceback, by that case's test
+            results[name] = traceback.format_exc()
+    print(json.dumps(results))
