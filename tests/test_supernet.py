@@ -16,13 +16,15 @@ from mmengine.registry import DefaultScope
 from jetvit_mm.distill import LOSSES, activation_matching_loss, distill_loss
 from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.models import JetViT
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet, parse_search_space, step2_search_space
 from jetvit_mm.search import SupernetSampler
 
 from .conftest import REPO, run_tool
 
 CONFIG = REPO / 'tests' / 'configs' / 'distill_supernet_tiny_cityscapes.py'
-TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=4)  # as the config
+TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
+            mixers=default_mixers(W=dict(window_size=4)))  # as the config
 
 
 def make_teacher_checkpoint(path: Path) -> Path:
@@ -256,7 +258,8 @@ def test_the_static_kernel_trains_without_weight_decay_in_every_conv_variant(con
 
     import jetvit_mm.mm  # noqa: F401  (registers the constructor)
 
-    supernet = JetViTSupernet(search_space='LW', linear_cfg=dict(conv=conv), **TINY)
+    supernet = JetViTSupernet(search_space='LW', **dict(TINY, mixers=default_mixers(W=dict(window_size=4),
+                                                                                     L=dict(conv=conv))))
     model = torch.nn.Module()
     model.student = supernet  # as in the FeatureDistiller
     if optim == 'layer_decay':

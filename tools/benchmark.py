@@ -92,7 +92,7 @@ from jetvit_mm.benchmark.timing import summarize, time_interleaved
 from jetvit_mm.cli import check_inputs, check_outputs, finite, positive
 from jetvit_mm.cli import count as count_arg
 from jetvit_mm.jsonio import read_json_file
-from jetvit_mm.models.mixers import DEFAULT_MIXERS
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.mixers.kernels import WINDOW_KERNELS
 from jetvit_mm.models.token_reduction import SPEC_PATTERN, SPEC_SYNTAX
 
@@ -136,8 +136,7 @@ def run_distill_step(args: argparse.Namespace) -> dict:
     :func:`~jetvit_mm.benchmark.distill.distill_step`."""
     kept = prepare_host(args.threads, args.malloc, 'cpu')
     torch.manual_seed(0)
-    backbone = dict(model_name=args.model, mixers=dict(DEFAULT_MIXERS, W=dict(DEFAULT_MIXERS['W'],
-                                                                              window_size=args.window)))
+    backbone = dict(model_name=args.model, mixers=default_mixers(W=dict(window_size=args.window)))
     distillers = {'supernet (L/W candidates)': build_distiller(backbone, args.arch, supernet=True),
                   f'fixed arch {args.arch}': build_distiller(backbone, args.arch, supernet=False)}
     optimizers = {name: torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
