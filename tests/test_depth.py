@@ -154,7 +154,8 @@ def test_depth_checkpoint_of_another_arch_is_refused_and_inherit_mlp_resets(tmp_
         loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
         assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
         # its W window (default 16) is checked too: no parameters tell it
-        with pytest.raises(ValueError, match='built with window_size=16, but this model has window_size=8'):
+        with pytest.raises(ValueError, match='built with mixers.W.window_size=16, but this model has '
+                                             'mixers.W.window_size=8'):
             JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth',
                                 mixers=default_mixers(W=dict(window_size=8)), **TINY, **TINY_HEAD)
 

@@ -42,7 +42,8 @@ def tiny_fwl():
 
 @pytest.mark.parametrize('letter, core, conv', [('F', F_CORE, 0), ('W', W_CORE, 0), ('L', L_CORE, L_CONV)])
 def test_each_mixer_matches_hand_count(letter, core, conv):
-    mixer = build_mixer(letter, dim=32, num_heads=2, num_prefix_tokens=5, window_size=4).eval()
+    mixer = build_mixer(letter, dim=32, num_heads=2, num_prefix_tokens=5,
+                        mixers=default_mixers(W=dict(window_size=4))).eval()
     with torch.no_grad(), FlopCounter(mixer) as counter:
         mixer(torch.randn(1, N, 32), (6, 6))
     modules = counter.summary()['modules']
