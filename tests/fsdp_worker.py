@@ -13,8 +13,10 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 import jetvit_mm.mm  # noqa: F401  (registrations)
 from jetvit_mm.distill.fsdp2 import collective_device
 from jetvit_mm.mm.registry import MODELS
+from jetvit_mm.models.mixers import default_mixers
 
-BACKBONE = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2)
+BACKBONE = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
+                mixers=default_mixers(W=dict(window_size=2)))
 ARCH = 'LWFL'
 OPTIM = dict(type='OptimWrapper', optimizer=dict(type='SGD', lr=1.0), clip_grad=None)
 

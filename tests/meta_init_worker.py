@@ -19,8 +19,10 @@ import jetvit_mm.mm  # noqa: F401  (registrations)
 from jetvit_mm.benchmark.memory import _reset_peak_rss, _status_bytes
 from jetvit_mm.mm.distiller import build_on_meta
 from jetvit_mm.mm.registry import MODELS
+from jetvit_mm.models.mixers import default_mixers
 
-BACKBONE = dict(model_name='dinov3_vits16', embed_dim=384, depth=8, num_heads=6, window_size=2)
+BACKBONE = dict(model_name='dinov3_vits16', embed_dim=384, depth=8, num_heads=6,
+                mixers=default_mixers(W=dict(window_size=2)))
 
 
 def config(checkpoint: str) -> dict:

@@ -7,8 +7,10 @@ import torch
 
 import jetvit_mm.mm  # noqa: F401  (registrations)
 from jetvit_mm.mm.registry import MODELS
+from jetvit_mm.models.mixers import default_mixers
 
-BACKBONE = dict(model_name='dinov3_vits16', embed_dim=32, depth=3, num_heads=2, window_size=2)
+BACKBONE = dict(model_name='dinov3_vits16', embed_dim=32, depth=3, num_heads=2,
+                mixers=default_mixers(W=dict(window_size=2)))
 
 
 def distiller(checkpointing: bool, **backbone):

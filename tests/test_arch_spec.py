@@ -7,16 +7,31 @@ from safetensors.torch import save_file
 
 from jetvit_mm.models import JetViT
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .conftest import REPO
 
-TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2)
+TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
+            mixers=default_mixers(W=dict(window_size=2)))
 PROBE = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
 
 
+def with_options(**options) -> dict:
+    """TINY with more options of its mixer table (W's window 2 unless given)."""
+    options['W'] = {'window_size': 2, **options.get('W', {})}
+    return dict(TINY, mixers=default_mixers(**options))
+
+
+def upgrade(old, new) -> list:
+    """tools/upgrade_checkpoint.py OLD NEW, in this process."""
+    from .test_bad_input import load_tool
+
+    return load_tool('upgrade_checkpoint').main([str(old), str(new)])
+
+
 def test_spec_holds_model_arch_and_only_the_options_that_change_the_computation():
-    model = JetViT(arch='LWLF', linear_cfg=dict(focusing=3.0, precision='mixed', kernel_init='trunc_normal'), **TINY)
+    model = JetViT(arch='LWLF', **with_options(L=dict(focusing=3.0, precision='mixed', kernel_init='trunc_normal')))
     spec = model.spec
     assert (spec.model_name, spec.arch, spec.search_space) == ('dinov3_vits16', 'LWLF', None)
     assert spec.mixers['W'] == {'type': 'WindowAttention', 'window_size': 2}
@@ -45,11 +60,12 @@ def test_every_load_refuses_another_arch_or_option(tmp_path):
                  lambda m: m.load_checkpoint(tmp_path / 'weights.safetensors')):
         with pytest.raises(ValueError, match="holds a JetViT with arch 'LWLF', but this model has arch 'LFLW'"):
             load(JetViT(arch='LFLW', **TINY))
-        with pytest.raises(ValueError, match='built with window_size=2, but this model has window_size=4'):
-            load(JetViT(arch='LWLF', **dict(TINY, window_size=4)))
-        with pytest.raises(ValueError, match="linear_cfg.conv='squeeze', but this model has linear_cfg.conv='static'"):
-            load(JetViT(arch='LWLF', linear_cfg=dict(conv='static'), **TINY))
-        load(JetViT(arch='LWLF', linear_cfg=dict(precision='mixed'), **TINY))  # a deployment switch: same weights
+        with pytest.raises(ValueError, match='built with mixers.W.window_size=2, but this model has '
+                                             'mixers.W.window_size=4'):
+            load(JetViT(arch='LWLF', **with_options(W=dict(window_size=4))))
+        with pytest.raises(ValueError, match="mixers.L.conv='squeeze', but this model has mixers.L.conv='static'"):
+            load(JetViT(arch='LWLF', **with_options(L=dict(conv='static'))))
+        load(JetViT(arch='LWLF', **with_options(L=dict(precision='mixed'))))  # a deployment switch: same weights
     # a teacher (all F) loads into every arch, a supernet path into none
     JetViT(arch='LWLF', **TINY).load_state_dict(JetViT(arch='FFFF', **TINY).state_dict(), strict=False)
     supernet = JetViTSupernet(search_space='LW', **TINY)
@@ -77,11 +93,14 @@ def test_hybrid_checkpoints_must_hold_their_l_convs_and_teacher_files_stay_lenie
     torch.save(without_convs, tmp_path / 'hybrid.pth')
     with pytest.raises(RuntimeError, match=r'missing keys: blocks\.0\.attn\.conv\.fc1\.weight'):
         JetViT(arch='LWLF', checkpoint=tmp_path / 'hybrid.pth', **TINY)
-    # an export written before specs names its arch in the meta: the same rule
+    # an export written before specs named its arch in the meta: refused naming the converter; converted, the same rule
     old = {k: v for k, v in without_convs.items() if k != SPEC_KEY}
     torch.save(dict(state_dict=old, meta=dict(jetvit_arch='LWLF')), tmp_path / 'old_export.pth')
-    with pytest.raises(RuntimeError, match=r'missing keys: blocks\.0\.attn\.conv'):
+    with pytest.raises(ValueError, match=r"its arch 'LWLF' only in meta\['jetvit_arch'\].*tools/upgrade_checkpoint"):
         JetViT(arch='LWLF', checkpoint=tmp_path / 'old_export.pth', **TINY)
+    upgrade(tmp_path / 'old_export.pth', tmp_path / 'converted.pth')
+    with pytest.raises(RuntimeError, match=r'missing keys: blocks\.0\.attn\.conv'):
+        JetViT(arch='LWLF', checkpoint=tmp_path / 'converted.pth', **TINY)
     # teacher files (no spec, or all F) have no convs: the L layers keep theirs as initialised
     teacher = {k: v for k, v in JetViT(arch='FFFF', **TINY).state_dict().items()}
     for name, weights in (('teacher.pth', teacher), ('old_teacher.pth', {k: v for k, v in teacher.items()
@@ -91,14 +110,38 @@ def test_hybrid_checkpoints_must_hold_their_l_convs_and_teacher_files_stay_lenie
         assert torch.equal(model.blocks[3].attn.qkv.weight, teacher['blocks.3.attn.qkv.weight'])
 
 
-def test_old_checkpoints_keep_their_meta_checks(tmp_path):
-    old = {k: v for k, v in JetViT(arch='LWLF', **TINY).state_dict().items() if k != SPEC_KEY}
-    torch.save(dict(state_dict=old, meta=dict(jetvit_arch='LWLF', build_args=dict(TINY))), tmp_path / 'old.pth')
-    with pytest.raises(ValueError, match="holds a JetViT with arch 'LWLF'"):
-        JetViT(arch='LWLL', checkpoint=tmp_path / 'old.pth', **TINY)
-    with pytest.raises(ValueError, match='built with window_size=2'):
-        JetViT(arch='LWLF', checkpoint=tmp_path / 'old.pth', **dict(TINY, window_size=8))
-    JetViT(arch='LWLF', checkpoint=tmp_path / 'old.pth', **TINY)
+def test_old_formats_are_refused_naming_the_converter_and_keep_their_checks_once_converted(tmp_path):
+    """One spec channel (issue 31): the state dict. An export that named its arch only in its meta (with the former
+    window_size argument in its build_args), a version-1 spec and a runner checkpoint without a spec are refused
+    naming tools/upgrade_checkpoint.py; converted, they load and are checked as before."""
+    import json
+
+    import jetvit_mm.mm  # noqa: F401  (runner checkpoints: the reader of their JetViT)
+
+    state = JetViT(arch='LWLF', **TINY).state_dict()
+    old = {k: v for k, v in state.items() if k != SPEC_KEY}
+    build_args = dict({k: v for k, v in TINY.items() if k != 'mixers'}, window_size=2)
+    spec = JetViT(arch='LWLF', **TINY).spec  # as version 1 wrote it: options only, L's named linear_cfg.<key>
+    v1 = dict(format='jetvit_arch_spec', version=1, model_name='dinov3_vits16', arch='LWLF', search_space=None,
+              options={letter: {f'linear_cfg.{k}' if letter == 'L' else k: v for k, v in entry.items() if k != 'type'}
+                       for letter, entry in spec.mixers.items()})
+    runner_cfg = ("model = dict(type='EncoderDecoder', backbone=dict(type='JetViT', arch='LWLF', window_size=2, "
+                  "model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2))\n")
+    files = {'export.pth': dict(state_dict=old, meta=dict(jetvit_arch='LWLF', build_args=build_args)),
+             'v1.pth': dict(state_dict={**old, SPEC_KEY: torch.tensor(list(json.dumps(v1).encode()),
+                                                                      dtype=torch.uint8)}, meta={}),
+             'runner.pth': dict(state_dict={f'backbone.{k}': v for k, v in old.items()}, meta=dict(cfg=runner_cfg))}
+    for name, checkpoint in files.items():
+        torch.save(checkpoint, tmp_path / name)
+        with pytest.raises(ValueError, match=r'tools/upgrade_checkpoint\.py OLD\.pth NEW\.pth'):
+            JetViT(arch='LWLF', checkpoint=tmp_path / name, **TINY)
+        assert upgrade(tmp_path / name, tmp_path / f'new_{name}')  # what changed is reported
+        with pytest.raises(ValueError, match="holds a JetViT with arch 'LWLF'"):
+            JetViT(arch='LWLL', checkpoint=tmp_path / f'new_{name}', **TINY)
+        with pytest.raises(ValueError, match='built with mixers.W.window_size=2'):
+            JetViT(arch='LWLF', checkpoint=tmp_path / f'new_{name}', **with_options(W=dict(window_size=8)))
+        JetViT(arch='LWLF', checkpoint=tmp_path / f'new_{name}', **TINY)
+        assert upgrade(tmp_path / f'new_{name}', tmp_path / f'again_{name}') == []  # one time: nothing left to do
     check_spec(None, JetViT(arch='LWLF', **TINY).spec, 'no spec')  # nothing known: nothing to refuse
 
 

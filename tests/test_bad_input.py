@@ -12,11 +12,13 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
 import jetvit_mm.mm  # noqa: F401  (registers the plugin, as a config's custom_imports does)
+from jetvit_mm.models.mixers import default_mixers
 
 from .conftest import REPO
 
 PROBE = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
-TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2, arch='LWLF')
+TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
+            mixers=default_mixers(W=dict(window_size=2)), arch='LWLF')
 
 
 def load_tool(name: str):
@@ -500,9 +502,9 @@ def test_a_bad_window_size_is_named_not_blamed_on_the_mixer_contract(window_size
     from jetvit_mm.models.mixers import DEFAULT_MIXERS, MixerContractError
     expected = (r"window_size must be >= 1, an int \(the W mixer's window side, in patches\), got "
                 + re.escape(repr(window_size)))
-    for build in (lambda: JetViT(**dict(TINY, window_size=window_size)),
+    for build in (lambda: JetViT(**dict(TINY, mixers=default_mixers(W=dict(window_size=window_size)))),
                   lambda: JetViT(mixers=dict(DEFAULT_MIXERS, W=dict(type='WindowAttention', window_size=window_size)),
-                                 **{k: v for k, v in TINY.items() if k != 'window_size'})):
+                                 **{k: v for k, v in TINY.items() if k != 'mixers'})):
         with pytest.raises(ValueError, match=expected) as error:
             build()
         assert not isinstance(error.value, MixerContractError)

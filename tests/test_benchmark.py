@@ -20,7 +20,7 @@ from jetvit_mm.benchmark.models import (
     model_entries,
 )
 from jetvit_mm.benchmark.targets import distill_step_target, mixer_targets, model_targets
-from jetvit_mm.models.mixers import build_mixer
+from jetvit_mm.models.mixers import DEFAULT_MIXERS, build_mixer, default_mixers
 
 from .conftest import REPO, run_tool
 
@@ -114,10 +114,12 @@ def test_arch_shortcuts():
 
 
 def test_model_entries():
-    kwargs = jetvit_kwargs({'window_size': 2, **TINY}, 'dinov3_vitb16', window=4,
-                           linear_options=[{'precision': 'mixed'}, {'conv': 'static'}])
-    assert kwargs['model_name'] == 'dinov3_vits16' and kwargs['window_size'] == 4
-    assert kwargs['linear_cfg'] == {'precision': 'mixed', 'conv': 'static'}
+    kwargs = jetvit_kwargs({'mixers': default_mixers(W=dict(window_size=2)), **TINY}, 'dinov3_vitb16', window=4,
+                           linear_options=[{'precision': 'mixed'}, {'conv': 'static'}], window_kernel='torch')
+    assert kwargs['model_name'] == 'dinov3_vits16'
+    assert kwargs['mixers'] == default_mixers(W=dict(window_size=4, kernel='torch'),
+                                              L=dict(precision='mixed', conv='static'))
+    assert 'mixers' not in jetvit_kwargs(TINY, 'unused')  # nothing over the model's own table
     entries = model_entries(kwargs, ['all-L', 'LWF', 'all-L'])
     assert [(e['label'], e['arch']) for e in entries] == [('teacher', 'FFF'), ('all-L', 'LLL'), ('LWF', 'LWF')]
     entries = model_entries(kwargs, ['LWF', 'teacher'], checkpoint='hybrid.pth')
@@ -138,7 +140,7 @@ def test_models_benchmark_interleaves_every_size_and_arch(monkeypatch):
     timed = model_bench.time_interleaved
     monkeypatch.setattr(model_bench, 'time_interleaved',
                         lambda calls, *a, **k: rounds.append(list(calls)) or timed(calls, *a, **k))
-    entries = model_entries(jetvit_kwargs({'window_size': 2, **TINY}, 'unused'), ['all-L', 'LWF'])
+    entries = model_entries(jetvit_kwargs(TINY, 'unused', window=2), ['all-L', 'LWF'])
     result = benchmark_models(entries, sizes=[(32, 64), (64, 128)], memory=False, profile=False, **QUICK)
     assert [e['label'] for e in result['entries']] == ['teacher', 'all-L', 'LWF']  # teacher added as reference
     # one round-robin over every (size, arch): the growth between sizes is timed side by side too
@@ -160,7 +162,7 @@ def test_models_benchmark_times_the_token_clustering_baseline_beside_the_archs(m
     timed = model_bench.time_interleaved
     monkeypatch.setattr(model_bench, 'time_interleaved',
                         lambda calls, *a, **k: rounds.append(list(calls)) or timed(calls, *a, **k))
-    kwargs = jetvit_kwargs({'window_size': 2, **TINY}, 'unused')
+    kwargs = jetvit_kwargs(TINY, 'unused', window=2)
     entries = model_entries(kwargs, ['all-L'])
     entries += baseline_entries(kwargs, [('tc', 'f2@0'), ('tc-late', 'f2@1')], [e['label'] for e in entries])
     result = benchmark_models(entries, sizes=[(64, 96)], memory=False, profile=True, **QUICK)
@@ -187,7 +189,7 @@ def test_baseline_entries_refuse_bad_names_and_strengths():
 
 DPT_HEAD = {'features': 16, 'out_channels': [8, 16, 32, 32]}
 DPT_BACKBONE = dict(model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2, out_indices=(0, 1, 2, 3),
-                    window_size=2)
+                    mixers=default_mixers(W=dict(window_size=2)))
 
 
 def test_models_benchmark_of_the_depth_model_with_its_dpt_head():
@@ -265,7 +267,8 @@ def test_tool_mixers_writes_its_json(tmp_path):
 
 def test_tool_models_from_a_config_with_linear_options_json_and_plots(tmp_path):
     config = tmp_path / 'tiny.py'
-    config.write_text(f'model = dict(backbone=dict(type="JetViT", frozen=True, window_size=2, **{TINY!r}))\n')
+    mixers = default_mixers(W=dict(window_size=2))
+    config.write_text(f'model = dict(backbone=dict(type="JetViT", frozen=True, mixers={mixers!r}, **{TINY!r}))\n')
     out, png, replot = tmp_path / 'models.json', tmp_path / 'scaling.png', tmp_path / 'replot.png'
     benchmark_tool('models', '--config', config, '--arch', 'all-L', '--arch', 'LWF', '--size', '32', '64', '--size',
                    '64', '128', '--warmup', '0', '--repeat', '2', '--no-memory', '--json', out, '--plot', png,
@@ -273,7 +276,8 @@ def test_tool_models_from_a_config_with_linear_options_json_and_plots(tmp_path):
                    'kernel_size=5', '--linear-cfg', 'focusing=None')
     result = json.loads(out.read_text())
     assert result['command'] == 'models' and [e['label'] for e in result['entries']] == ['teacher', 'all-L', 'LWF']
-    assert result['entries'][-1]['kwargs']['linear_cfg'] == {'precision': 'mixed', 'kernel_size': 5, 'focusing': None}
+    assert result['entries'][-1]['kwargs']['mixers']['L'] == dict(DEFAULT_MIXERS['L'], precision='mixed', kernel_size=5,
+                                                                  focusing=None)
     assert 'frozen' not in result['entries'][0]['kwargs']  # a config key JetViT's benchmark build does not take
     assert len(result['rows']) == 6 and result['malloc'] == {'policy': 'system', 'applied': False, 'device': 'cpu'}
     assert png.stat().st_size > 0

@@ -11,10 +11,12 @@ from torch.nn.attention import SDPBackend
 from jetvit_mm.benchmark import models as model_bench
 from jetvit_mm.benchmark.models import add_speedups, benchmark_models, jetvit_kwargs, model_entries
 from jetvit_mm.benchmark.sdpa import CUDNN_TEACHER, PinnedSDPA, cudnn_teacher_entries, make_runners, sdpa_choice
+from jetvit_mm.models.mixers import default_mixers
 
 from .conftest import REPO
 
-TINY = dict(model_name='dinov3_vits16', depth=3, embed_dim=32, num_heads=2, window_size=2)
+TINY = dict(model_name='dinov3_vits16', depth=3, embed_dim=32, num_heads=2,
+            mixers=default_mixers(W=dict(window_size=2)))
 QUICK = dict(warmup=0, repeat=1, batch=1, dtype='fp32', device='cpu', compile_model=False, cuda_graph=False,
              throughput=None, threads=1, malloc='system', malloc_kept=False, memory=False, profile=False)
 BACKENDS = set(SDPBackend.__members__)

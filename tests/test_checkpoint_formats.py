@@ -18,6 +18,7 @@ from transformers import Dinov2Config, Dinov2Model, DINOv3ViTConfig, DINOv3ViTMo
 from jetvit_mm.models.arch import SPEC_KEY
 from jetvit_mm.models.checkpoints import depth_head_state, read_state_dict
 from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.models.mixers import default_mixers
 
 StateDict = Dict[str, torch.Tensor]
 TINY = dict(embed_dim=64, num_heads=4)
@@ -273,9 +274,9 @@ def test_hf_dinov2_files_match_hf_model(tmp_path):
 
 def test_jetvit_state_dict_round_trip(tmp_path):
     """JetViT's own files ('vit' format) keep the L mixers' new parameters too."""
-    source = randomise_(jetvit(arch='LW', linear_cfg={'conv': 'squeeze'}), seed=5)
+    source = randomise_(jetvit(arch='LW', mixers=default_mixers(L={'conv': 'squeeze'})), seed=5)
     torch.save(source.state_dict(), tmp_path / 'jetvit.pth')
-    copy = jetvit(arch='LW', linear_cfg={'conv': 'squeeze'})
+    copy = jetvit(arch='LW', mixers=default_mixers(L={'conv': 'squeeze'}))
     assert copy.load_checkpoint(tmp_path / 'jetvit.pth') == 'vit'
     assert all(torch.equal(v, source.state_dict()[k]) for k, v in copy.state_dict().items())
     x = images(48, 48)

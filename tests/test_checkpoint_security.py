@@ -16,6 +16,7 @@ import torch
 
 from jetvit_mm.mm.checkpoint import runner_safe_globals
 from jetvit_mm.mm.config_text import literal_assignments, literal_config_text
+from jetvit_mm.models.mixers import default_mixers
 
 from .conftest import REPO, run_tool
 from .test_fsdp_runner import train as train_fsdp2
@@ -245,7 +246,8 @@ def test_every_mmengine_scheme_returns_literal_only_config_text(tmp_path):
 
 
 # ----------------------------------------------------------------------------- sharded (DCP) checkpoints
-SHARDED_TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2, arch='LWLF')
+SHARDED_TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
+                    mixers=default_mixers(W=dict(window_size=2)), arch='LWLF')
 
 
 def write_sharded(path: Path) -> dict:

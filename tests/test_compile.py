@@ -19,6 +19,7 @@ import jetvit_mm.mm  # noqa: F401  (registers LinearProbeHead's loss for mmseg)
 from jetvit_mm.mm.seg_heads import LinearProbeHead
 from jetvit_mm.models import JetViT
 from jetvit_mm.models.depth_anything import JetViTDepthAnything
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.mixers.kernels.availability import compile_available
 from jetvit_mm.models.necks.simple_fpn import SimpleFeaturePyramid
 
@@ -66,23 +67,24 @@ def compiled_equals_eager(model: nn.Module, x: torch.Tensor, freezing: bool = Fa
 
 
 def test_dinov3_jetvit_with_probe_and_detection_neck_compiles_in_one_graph(fresh_dynamo):
-    backbone = JetViT('dinov3_vits16', arch='LWFL', embed_dim=32, depth=4, num_heads=2, window_size=2,
-                      linear_cfg=dict(conv='squeeze'))
+    backbone = JetViT('dinov3_vits16', arch='LWFL', embed_dim=32, depth=4, num_heads=2,
+                      mixers=default_mixers(W=dict(window_size=2), L=dict(conv='squeeze')))
     compiled_equals_eager(randomize_(SegmentationAndDetection(backbone)), torch.randn(2, 3, 80, 96))
 
 
 def test_depth_model_compiles_in_one_graph_with_flex_window_attention(fresh_dynamo):
     model = JetViTDepthAnything('dinov2_vits14', arch='WLFW', embed_dim=32, depth=4, num_heads=2,
-                                out_indices=(0, 1, 2, 3), features=16, out_channels=(8, 16, 32, 32), window_size=2,
-                                window_kernel='flex', linear_cfg=dict(conv='static', focusing=3.0))
+                                out_indices=(0, 1, 2, 3), features=16, out_channels=(8, 16, 32, 32),
+                                mixers=default_mixers(W=dict(window_size=2, kernel='flex'),
+                                                      L=dict(conv='static', focusing=3.0)))
     compiled_equals_eager(randomize_(model), torch.randn(1, 3, 70, 84))
 
 
 def test_compiled_with_freezing_equals_eager(fresh_dynamo):
     """Inductor's freezing (weights folded as constants, CPU Linears prepacked with their bias and GELU fused: the
     setting tools/benchmark.py --freeze and docs/deploy.md use for CPU inference) computes what eager does."""
-    backbone = JetViT('dinov3_vits16', arch='LWFL', embed_dim=32, depth=4, num_heads=2, window_size=2,
-                      linear_cfg=dict(conv='squeeze'))
+    backbone = JetViT('dinov3_vits16', arch='LWFL', embed_dim=32, depth=4, num_heads=2,
+                      mixers=default_mixers(W=dict(window_size=2), L=dict(conv='squeeze')))
     counters.clear()
     compiled_equals_eager(randomize_(SegmentationAndDetection(backbone)), torch.randn(1, 3, 80, 96), freezing=True)
     assert counters['inductor']['mkldnn_linear_weight_pack_matcher_count'] > 0  # freezing did run its CPU passes

@@ -6,6 +6,8 @@ import torch
 
 from jetvit_mm.models import ArchSpec, JetViT
 from jetvit_mm.models.arch import SPEC_KEY
+from jetvit_mm.models.checkpoints.legacy import upgrade_spec_dict, upgrade_state
+from jetvit_mm.models.mixers import default_mixers
 
 from .conftest import REPO
 from .default_models import CASES, OLD_CHECKPOINT_CASE, run_case
@@ -32,22 +34,29 @@ def test_default_model_is_unchanged(reference, name):
     for a, b in zip(now['outputs'], ref['outputs']):
         assert torch.equal(a, b)
     assert set(now['specs']) == set(ref['specs'])
-    for key, spec in ref['specs'].items():  # version 1 (options only) and 2 (letter -> type table): the same spec
-        assert ArchSpec.from_dict(now['specs'][key]) == ArchSpec.from_dict(spec)
+    for key, spec in ref['specs'].items():  # version 1 (options only), converted, and 2 (type table): the same spec
+        assert ArchSpec.from_dict(now['specs'][key]) == ArchSpec.from_dict(upgrade_spec_dict(spec))
         assert now['specs'][key]['version'] == 2
 
 
-def test_checkpoint_saved_by_main_loads_and_computes_the_same(reference):
-    state = dict(reference['old_checkpoint'])
+def test_checkpoint_saved_by_main_is_refused_then_converted_loads_and_computes_the_same(reference):
+    """main's checkpoint holds a version-1 spec: refused naming the one-time converter; converted, it loads and
+    computes the same, and still refuses another window."""
+    old = dict(reference['old_checkpoint'])
+    build = dict(arch='LWF', model_name='dinov3_vits16', embed_dim=16, depth=3, num_heads=2)
+    torch.manual_seed(5)
+    model = JetViT(mixers=default_mixers(W=dict(window_size=2)), **build).eval()
+    with pytest.raises(ValueError, match=r'version 1 .*tools/upgrade_checkpoint\.py'):
+        model.load_jetvit_state_dict(old, source='main checkpoint')
+    state, changes = upgrade_state(old, {}, 'main checkpoint')
+    assert changes == [f'{SPEC_KEY}: arch spec rewritten in version 2']
     assert ArchSpec.from_tensor(state[SPEC_KEY]).to_dict()['mixers']['W'] == {'type': 'WindowAttention',
                                                                              'window_size': 2}
-    torch.manual_seed(5)
-    model = JetViT(arch='LWF', window_size=2, model_name='dinov3_vits16', embed_dim=16, depth=3, num_heads=2).eval()
     model.load_jetvit_state_dict(state, source='main checkpoint')
     torch.manual_seed(1)
     x = torch.randn(*CASES[OLD_CHECKPOINT_CASE][1])
     with torch.no_grad():
         assert torch.equal(model(x)[0], reference['cases'][OLD_CHECKPOINT_CASE]['outputs'][0])
-    other = JetViT(arch='LWF', window_size=3, model_name='dinov3_vits16', embed_dim=16, depth=3, num_heads=2)
-    with pytest.raises(ValueError, match='window_size=2'):
+    other = JetViT(mixers=default_mixers(W=dict(window_size=3)), **build)
+    with pytest.raises(ValueError, match='mixers.W.window_size=2'):
         other.load_jetvit_state_dict(state, source='main checkpoint')

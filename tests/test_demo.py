@@ -13,6 +13,7 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.registry import DefaultScope
 
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.testing.demo import DemoOptions, paths
 from jetvit_mm.testing.demo.checkpoints import extract_backbone, last_checkpoint
 from jetvit_mm.testing.demo.latency import measure_interleaved
@@ -57,7 +58,8 @@ def test_pipeline_reports_a_failing_tool(tmp_path):
 def test_extract_backbone_gives_a_loadable_jetvit(tmp_path):
     from jetvit_mm.models import JetViT
 
-    args = dict(model_name='dinov3_vits16', embed_dim=32, depth=2, num_heads=2, window_size=2)
+    args = dict(model_name='dinov3_vits16', embed_dim=32, depth=2, num_heads=2,
+                mixers=default_mixers(W=dict(window_size=2)))
     student = JetViT(arch='LW', **args)
     runner_ckpt = tmp_path / 'iter_3.pth'
     state = {f'student.{k}': v for k, v in student.state_dict().items()}

@@ -33,6 +33,7 @@ from jetvit_mm.models.depth_anything import (
     split_depth_checkpoint,
 )
 from jetvit_mm.models.heads import DPT_PRESETS, DPTHead
+from jetvit_mm.models.mixers import default_mixers
 
 from .conftest import REPO, run_tool
 
@@ -153,8 +154,10 @@ def test_depth_checkpoint_of_another_arch_is_refused_and_inherit_mlp_resets(tmp_
         loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
         assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
         # its W window (default 16) is checked too: no parameters tell it
-        with pytest.raises(ValueError, match='built with window_size=16, but this model has window_size=8'):
-            JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', window_size=8, **TINY, **TINY_HEAD)
+        with pytest.raises(ValueError, match='built with mixers.W.window_size=16, but this model has '
+                                             'mixers.W.window_size=8'):
+            JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth',
+                                mixers=default_mixers(W=dict(window_size=8)), **TINY, **TINY_HEAD)
 
     # a segmentation checkpoint (backbone.* + a probe's decode_head.*) is not turned into a depth checkpoint
     seg = {k: v for k, v in state.items() if k.startswith('backbone.')}
@@ -430,10 +433,12 @@ def infer_image_reference(model: JetViTDepthAnything, image_path: Path, size: in
 
 def reference_nyu_metrics(checkpoint: Path, arch: str, nyu: Path) -> dict:
     """DepthAnythingV2's ``infer_image`` (cv2 bicubic on RGB/255, ImageNet norm, bilinear align_corners back)
-    and :func:`affine_invariant_errors`, without mmengine (the tiny configs' model: TINY, window_size=2)."""
+    and :func:`affine_invariant_errors`, without mmengine (the tiny configs' model: TINY,
+                                                           mixers.W.window_size=2)."""
     from jetvit_mm.depth import affine_invariant_errors
 
-    model = JetViTDepthAnything.from_checkpoint(checkpoint, arch=arch, window_size=2, **TINY, **TINY_HEAD).eval()
+    model = JetViTDepthAnything.from_checkpoint(checkpoint, arch=arch, mixers=default_mixers(W=dict(window_size=2)),
+                                                **TINY, **TINY_HEAD).eval()
     errors = []
     for image_path in sorted((nyu / 'images' / 'test').glob('*.jpg')):
         disparity = infer_image_reference(model, image_path, size=56)

@@ -259,7 +259,7 @@ def test_real_config_recipe(name):
     assert cfg.default_scope == 'mmdet'
     backbone = cfg.model.backbone
     assert (backbone.type, backbone.model_name, backbone.arch) == ('JetViT', 'dinov3_vitb16', REAL_ARCH[name])
-    assert (backbone.window_size, backbone.drop_path_rate) == (16, 0.1)
+    assert (backbone.mixers.W.window_size, backbone.drop_path_rate) == (16, 0.1)
     assert (cfg.model.neck.type, cfg.model.neck.out_channels, cfg.model.neck.num_outs) == ('SimpleFeaturePyramid',
                                                                                            256, 5)
     steps = {step['type']: step for step in cfg.train_dataloader.dataset.pipeline}

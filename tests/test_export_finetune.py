@@ -9,6 +9,7 @@ import torch
 from mmengine.config import Config
 
 from jetvit_mm.mm.export import export_hybrid
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .test_fsdp import torchrun
@@ -20,7 +21,8 @@ DISTILL_7B = REPO / 'configs' / 'jetvit' / 'dinov3_7b_cityscapes.py'
 
 def export_7b(out: Path) -> Path:
     torch.manual_seed(0)
-    supernet = JetViTSupernet(search_space='LWF', model_name='dinov3_vit7b16', window_size=4, **TINY)
+    supernet = JetViTSupernet(search_space='LWF', model_name='dinov3_vit7b16',
+                              mixers=default_mixers(W=dict(window_size=4)), **TINY)
     return export_hybrid(supernet, 'WL', out, distill_config=str(DISTILL_7B))['finetune_config']
 
 
@@ -32,7 +34,8 @@ def test_7b_finetune_config_keeps_fsdp2_and_checkpointing(tmp_path):
 
 
 def test_base_finetune_config_keeps_ddp(tmp_path):
-    supernet = JetViTSupernet(search_space='LWF', model_name='dinov3_vitb16', window_size=4, **TINY)
+    supernet = JetViTSupernet(search_space='LWF', model_name='dinov3_vitb16',
+                              mixers=default_mixers(W=dict(window_size=4)), **TINY)
     base = REPO / 'configs' / 'jetvit' / 'dinov3_base_cityscapes.py'
     cfg = Config.fromfile(export_hybrid(supernet, 'WL', tmp_path, distill_config=str(base))['finetune_config'])
     assert cfg.model_wrapper_cfg.to_dict() == dict(type='MMDistributedDataParallel', find_unused_parameters=False)

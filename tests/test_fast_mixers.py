@@ -22,7 +22,7 @@ import torch
 import torch._dynamo
 from timm.layers import RotaryEmbeddingDinoV3
 
-from jetvit_mm.models.mixers import LinearAttention, WindowAttention, build_mixer, mixing_differences
+from jetvit_mm.models.mixers import LinearAttention, WindowAttention, build_mixer, default_mixers, mixing_differences
 from jetvit_mm.models.mixers.kernels import (
     AUTO_COMPILE_MIN_ELEMENTS,
     available_kernels,
@@ -67,13 +67,14 @@ def twin(mixer: torch.nn.Module, kernel: str) -> torch.nn.Module:
 def linear(prefix: int, kernel: str = 'torch', dim: int = DIM, heads: int = HEADS, rotate_half: bool = True,
            **cfg) -> LinearAttention:
     mixer = build_mixer('L', dim, heads, num_prefix_tokens=prefix, rotate_half=rotate_half,
-                        linear_cfg=dict(cfg, kernel=kernel))
+                        mixers=default_mixers(L=dict(cfg, kernel=kernel)))
     mixer.init_args = dict(dim=dim, num_heads=heads, num_prefix_tokens=prefix, rotate_half=rotate_half, **cfg)
     return randomize_(mixer)
 
 
 def window(prefix: int, window_size: int, kernel: str = 'torch') -> WindowAttention:
-    mixer = build_mixer('W', DIM, HEADS, num_prefix_tokens=prefix, window_size=window_size, window_kernel=kernel)
+    mixer = build_mixer('W', DIM, HEADS, num_prefix_tokens=prefix,
+                        mixers=default_mixers(W=dict(window_size=window_size, kernel=kernel)))
     mixer.init_args = dict(dim=DIM, num_heads=HEADS, num_prefix_tokens=prefix, window_size=window_size)
     return randomize_(mixer)
 
@@ -317,11 +318,12 @@ def test_window_attention_operator_passes_torch_opcheck():
 # ----------------------------------------------------------------------------- the switch
 
 def test_unknown_kernel_names_are_rejected_with_the_valid_ones():
-    with pytest.raises(ValueError, match=r"unknown linear_cfg.kernel 'cuda'; valid: 'auto', 'torch', 'compile', "
+    with pytest.raises(ValueError, match=r"unknown mixers.L.kernel 'cuda'; valid: 'auto', 'torch', 'compile', "
                                          r"'triton'"):
-        build_mixer('F', DIM, HEADS, linear_cfg=dict(kernel='cuda'))  # checked whatever the letter
-    with pytest.raises(ValueError, match=r"unknown window_kernel 'triton'; valid: 'auto', 'torch', 'compile', 'flex'"):
-        build_mixer('L', DIM, HEADS, window_kernel='triton')
+        build_mixer('F', DIM, HEADS, mixers=default_mixers(L=dict(kernel='cuda')))  # checked whatever the letter
+    with pytest.raises(ValueError,
+                       match=r"unknown mixers.W.kernel 'triton'; valid: 'auto', 'torch', 'compile', 'flex'"):
+        build_mixer('L', DIM, HEADS, mixers=default_mixers(W=dict(kernel='triton')))
 
 
 def test_auto_picks_by_device_and_size_and_training_always_takes_torch():
@@ -361,8 +363,10 @@ def test_flop_count_runs_the_torch_path_under_fake_tensors(fresh_dynamo):
     from jetvit_mm.benchmark.flops import count_flops
     from jetvit_mm.models import JetViT
 
-    kw = dict(model_name='dinov3_vits16', arch='LWF', embed_dim=32, depth=3, num_heads=2, window_size=2)
-    fast = JetViT(**kw, linear_cfg=dict(kernel='compile'), window_kernel='flex').eval()
+    kw = dict(model_name='dinov3_vits16', arch='LWF', embed_dim=32, depth=3, num_heads=2,
+              mixers=default_mixers(W=dict(window_size=2)))
+    fast = JetViT(**dict(kw, mixers=default_mixers(W=dict(window_size=2, kernel='flex'),
+                                                   L=dict(kernel='compile')))).eval()
     assert count_flops(fast, (64, 96)) == count_flops(JetViT(**kw).eval(), (64, 96))
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -372,11 +376,12 @@ def test_flop_count_runs_the_torch_path_under_fake_tensors(fresh_dynamo):
 
 
 def test_kernel_switches_are_deployment_options_not_what_a_layer_computes():
-    saved = dict(window_size=8, window_kernel='torch', linear_cfg=dict(conv='static', kernel='torch'))
-    given = dict(window_size=8, window_kernel='flex', linear_cfg=dict(conv='static', kernel='triton'))
+    saved = dict(mixers=default_mixers(W=dict(window_size=8, kernel='torch'), L=dict(conv='static', kernel='torch')))
+    given = dict(mixers=default_mixers(W=dict(window_size=8, kernel='flex'), L=dict(conv='static', kernel='triton')))
     assert mixing_differences(saved, given) == {}
-    assert mixing_differences(saved, dict(given, linear_cfg=dict(conv='squeeze'))) == {
-        'linear_cfg.conv': ('static', 'squeeze')}
+    other = dict(mixers=default_mixers(W=dict(window_size=8), L=dict(conv='squeeze')))
+    assert mixing_differences(saved, other) == {
+        'mixers.L.conv': ('static', 'squeeze')}
 
 
 def test_importing_the_package_builds_no_triton_kernel():

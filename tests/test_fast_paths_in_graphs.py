@@ -163,9 +163,12 @@ def case_compiled_model_keeps_the_op() -> None:
     from jetvit_mm.models import JetViT
 
     torch.manual_seed(0)
-    kw = dict(model_name='dinov3_vits16', depth=3, embed_dim=32, num_heads=2, arch='LWL', window_size=2,
-              linear_cfg=dict(kernel='triton'), window_kernel='torch')
-    model, reference = JetViT(**kw).eval(), JetViT(**dict(kw, linear_cfg=dict(kernel='torch'))).eval()
+    from jetvit_mm.models.mixers.table import default_mixers
+
+    kw = dict(model_name='dinov3_vits16', depth=3, embed_dim=32, num_heads=2, arch='LWL')
+    window = dict(window_size=2, kernel='torch')
+    model = JetViT(**kw, mixers=default_mixers(W=window, L=dict(kernel='triton'))).eval()
+    reference = JetViT(**kw, mixers=default_mixers(W=window, L=dict(kernel='torch'))).eval()
     reference.load_state_dict(model.state_dict())
     x = torch.randn(1, 3, 48, 80)
     out, graphs = graphs_of(model, x)

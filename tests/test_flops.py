@@ -17,7 +17,7 @@ from jetvit_mm.benchmark.allocator import apply_policy
 from jetvit_mm.benchmark.flops import full_attention_flops, linear_attention_flops, window_attention_flops
 from jetvit_mm.benchmark.memory import forward_memory
 from jetvit_mm.models.jetvit import JetViT
-from jetvit_mm.models.mixers import build_mixer
+from jetvit_mm.models.mixers import build_mixer, default_mixers
 
 # tiny DINOv3-style model: width 32, 2 heads (head_dim 16), MLP 128, 5 prefix tokens; 96x96 input = 6x6 patches
 TINY = dict(model_name='dinov3_vits16', depth=3, embed_dim=32, num_heads=2)
@@ -37,12 +37,13 @@ L_CONV = 2 * 32 * 4 + 2 * 4 * 288 + 2 * 32 * 36 * 9  # 23296
 @pytest.fixture(scope='module')
 def tiny_fwl():
     torch.manual_seed(0)
-    return JetViT(arch='FWL', window_size=4, **TINY).eval()
+    return JetViT(arch='FWL', mixers=default_mixers(W=dict(window_size=4)), **TINY).eval()
 
 
 @pytest.mark.parametrize('letter, core, conv', [('F', F_CORE, 0), ('W', W_CORE, 0), ('L', L_CORE, L_CONV)])
 def test_each_mixer_matches_hand_count(letter, core, conv):
-    mixer = build_mixer(letter, dim=32, num_heads=2, num_prefix_tokens=5, window_size=4).eval()
+    mixer = build_mixer(letter, dim=32, num_heads=2, num_prefix_tokens=5,
+                        mixers=default_mixers(W=dict(window_size=4))).eval()
     with torch.no_grad(), FlopCounter(mixer) as counter:
         mixer(torch.randn(1, N, 32), (6, 6))
     modules = counter.summary()['modules']
@@ -77,7 +78,7 @@ def test_model_count_equals_torch_counter_with_math_attention(tiny_fwl):
 @pytest.mark.parametrize('letter', ['F', 'L', 'W'])
 def test_attention_term_scaling(letter):
     """4x the patches: F's attention term grows with the square of the tokens, L's and W's linearly."""
-    model = JetViT(arch=letter * 1, window_size=4, **dict(TINY, depth=1)).eval()
+    model = JetViT(arch=letter * 1, mixers=default_mixers(W=dict(window_size=4)), **dict(TINY, depth=1)).eval()
     small, large = (count_flops(model, (16 * s, 16 * 2 * s))['layers'][0] for s in (8, 16))
     n_small, n_large = 5 + 8 * 16, 5 + 16 * 32
     ratio = large['attention'] / small['attention']
@@ -97,12 +98,14 @@ def test_attention_term_scaling(letter):
 def test_supernet_counts_only_the_active_path(tiny_fwl):
     from jetvit_mm.models.supernet import JetViTSupernet
 
-    supernet = JetViTSupernet(search_space='LWF', arch='FWL', window_size=4, **TINY).eval()
+    supernet = JetViTSupernet(search_space='LWF', arch='FWL',
+                              mixers=default_mixers(W=dict(window_size=4)), **TINY).eval()
     assert count_flops(supernet, (96, 96))['total'] == count_flops(tiny_fwl, (96, 96))['total']
 
 
 def test_forward_memory_probe_in_process():
-    result = forward_memory({'model': dict(arch='LWF', window_size=4, **TINY), 'input_shape': [1, 3, 64, 64],
+    result = forward_memory({'model': dict(arch='LWF', mixers=default_mixers(W=dict(window_size=4)), **TINY),
+                             'input_shape': [1, 3, 64, 64],
                              'threads': 1})
     assert result['peak_increase_bytes'] >= 0 and result['weights_bytes'] > 0
     assert result['method'] in ('VmHWM after clear_refs', 'ru_maxrss (upper bound)')
@@ -111,6 +114,7 @@ def test_forward_memory_probe_in_process():
 FAULTS_SCRIPT = '''
 import resource, sys, torch
 from jetvit_mm.benchmark.allocator import apply_policy
+from jetvit_mm.models.mixers import default_mixers
 applied = apply_policy(sys.argv[1], 'cpu')
 x = torch.ones(12 * 2 ** 20)  # 48 MiB: above glibc's largest automatic mmap threshold (32 MiB)
 def faults():  # minor page faults of a forward-like chain of 48 MiB temporaries

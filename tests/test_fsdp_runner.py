@@ -14,13 +14,15 @@ import torch
 from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.mm.checkpoint import check_checkpoint_fits
 from jetvit_mm.models.checkpoints import strip_prefix
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .conftest import REPO
 from .test_supernet import make_teacher_checkpoint, read_paths
 
 CONFIG = REPO / 'tests' / 'configs' / 'distill_supernet_tiny_cityscapes_fsdp.py'
-BACKBONE = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=4)
+BACKBONE = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
+                mixers=default_mixers(W=dict(window_size=4)))
 
 
 def train(work_dir: Path, data: Path, teacher: Path, *extra: str, resume: bool = False) -> str:

@@ -8,6 +8,8 @@ import pytest
 import torch
 from PIL import Image
 
+from jetvit_mm.models.mixers import default_mixers
+
 from .conftest import REPO, run_tool
 
 SEG = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
@@ -59,7 +61,8 @@ def test_bad_inputs_are_named(images, tmp_path):
     from jetvit_mm.models import JetViT
 
     wrong = tmp_path / 'wrong.pth'
-    other = JetViT(model_name='dinov3_vits16', arch='LW', embed_dim=32, depth=2, num_heads=2, window_size=4)
+    other = JetViT(model_name='dinov3_vits16', arch='LW', embed_dim=32, depth=2, num_heads=2,
+                   mixers=default_mixers(W=dict(window_size=4)))
     torch.save({'state_dict': {f'backbone.{k}': v for k, v in other.state_dict().items()}}, wrong)
     proc = run_tool('infer.py', SEG, wrong, images / 'img0.png', '--out-dir', tmp_path / 'o3', check=False)
     assert proc.returncode != 0 and 'wrong.pth' in proc.stderr and 'arch' in proc.stderr, proc.stderr[-2000:]
@@ -241,7 +244,8 @@ def test_compare_and_config_less_bad_inputs_are_named(images, checkpoints, tmp_p
     from jetvit_mm.models import JetViT
 
     wrong = tmp_path / 'wrong_teacher.pth'
-    other = JetViT(model_name='dinov3_vits16', arch='FF', embed_dim=32, depth=2, num_heads=2, window_size=4)
+    other = JetViT(model_name='dinov3_vits16', arch='FF', embed_dim=32, depth=2, num_heads=2,
+                   mixers=default_mixers(W=dict(window_size=4)))
     torch.save({'state_dict': {f'backbone.{k}': v for k, v in other.state_dict().items()}}, wrong)
     proc = run_tool('infer.py', SEG, checkpoints['seg_hybrid'], images / 'img0.png', '--out-dir', tmp_path / 'o1',
                     '--compare', wrong, check=False)

@@ -11,8 +11,10 @@ from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.models import JetViT
 from jetvit_mm.models.checkpoints import DamagedCheckpointError, read_checkpoint, save_checkpoint, tensor_digest
 from jetvit_mm.models.checkpoints.integrity import DIGEST_META_KEY, atomic_write
+from jetvit_mm.models.mixers import default_mixers
 
-TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2, arch='LWLF')
+TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
+            mixers=default_mixers(W=dict(window_size=2)), arch='LWLF')
 
 
 def record_data_offset(path: Path, suffix: str) -> int:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.pos_embed import resize_pos_embed
 from jetvit_mm.models.variants import VARIANTS
 
@@ -235,7 +236,7 @@ def test_hybrid_arch_keeps_every_teacher_weight(tmp_path, model_name, timm_name,
     teacher = timm_teacher(timm_name, depth=4)
     expected = expected_jetvit_state(teacher.state_dict())
     model = JetViT(model_name, arch='LWLF', checkpoint=save_state(teacher, tmp_path / 't.pth'), depth=4,
-                   linear_cfg={'conv': conv}, **TINY, **kwargs)
+                   mixers=default_mixers(L={'conv': conv}), **TINY, **kwargs)
     state = model.state_dict()
     for key, value in expected.items():
         assert key in state, f'teacher weight {key} missing from the student'
@@ -280,7 +281,8 @@ def test_frozen_model_has_no_gradients_and_stays_in_eval(tmp_path):
 # ----------------------------------------------------------------------------------------- 6. output contract
 @pytest.mark.parametrize('model_name,num_prefix,patch', [('dinov3_vits16', 5, 16), ('dinov2_vits14', 1, 14)])
 def test_forward_and_intermediates_contract(model_name, num_prefix, patch):
-    model = randomise_(JetViT(model_name, arch='LWF', depth=3, window_size=2, out_indices=(-1, 0), **TINY), 0).eval()
+    model = randomise_(JetViT(model_name, arch='LWF', depth=3,
+                              mixers=default_mixers(W=dict(window_size=2)), out_indices=(-1, 0), **TINY), 0).eval()
     assert model.out_indices == (2, 0)
     grid = (2, 3)
     x = images(patch * grid[0], patch * grid[1])
@@ -341,7 +343,8 @@ ARCHS = ['FFF', 'WWW', 'LLL', 'LWF', 'FLW']
 @pytest.mark.parametrize('arch', ARCHS)
 def test_every_arch_runs_forward_and_backward_on_odd_grid(model_name, patch, arch):
     torch.manual_seed(0)
-    model = JetViT(model_name, arch=arch, depth=3, window_size=2, out_indices=(1, 2), **TINY).train()
+    model = JetViT(model_name, arch=arch, depth=3,
+                   mixers=default_mixers(W=dict(window_size=2)), out_indices=(1, 2), **TINY).train()
     x = images(3 * patch, 5 * patch)  # grid 3 x 5: non-square, not a multiple of the window
     maps = model(x)
     assert [m.shape for m in maps] == [(2, 64, 3, 5)] * 2
@@ -363,9 +366,11 @@ def test_window_covering_the_grid_equals_full_attention(tmp_path):
     teacher = timm_teacher('vit_small_patch16_dinov3_qkvb', depth=2)
     ckpt = save_state(teacher, tmp_path / 't.pth')
     full = JetViT('dinov3_vits16', arch='FF', checkpoint=ckpt, depth=2, qkv_bias=True, **TINY).eval()
-    window = JetViT('dinov3_vits16', arch='WW', checkpoint=ckpt, depth=2, qkv_bias=True, window_size=16,
+    window = JetViT('dinov3_vits16', arch='WW', checkpoint=ckpt, depth=2, qkv_bias=True,
+                    mixers=default_mixers(W=dict(window_size=16)),
                     **TINY).eval()
-    small_window = JetViT('dinov3_vits16', arch='WW', checkpoint=ckpt, depth=2, qkv_bias=True, window_size=2,
+    small_window = JetViT('dinov3_vits16', arch='WW', checkpoint=ckpt, depth=2, qkv_bias=True,
+                          mixers=default_mixers(W=dict(window_size=2)),
                           **TINY).eval()
     x = images(48, 80)
     with torch.no_grad():
@@ -402,13 +407,13 @@ def test_bad_options_are_refused():
         JetViT('dinov3_vits16', depth=2, inherit='qkv', **TINY)
     with pytest.raises(ValueError, match='dinov2, timm'):
         JetViT('dinov2_vits14', depth=2, pos_embed_interp='bilinear', **TINY)
-    with pytest.raises(TypeError, match="unknown linear_cfg key.*'kernel_sizes'"):
-        JetViT('dinov3_vits16', arch='FF', depth=2, linear_cfg={'kernel_sizes': 3}, **TINY)
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['mixers.L.kernel_sizes'\]"):
+        JetViT('dinov3_vits16', arch='FF', depth=2, mixers=default_mixers(L={'kernel_sizes': 3}), **TINY)
     # 'kernel' is the L implementation switch (issue 20): a kernel size given there is refused by name
-    with pytest.raises(ValueError, match="unknown linear_cfg.kernel 3; valid: 'auto', 'torch', 'compile', 'triton'"):
-        JetViT('dinov3_vits16', arch='FF', depth=2, linear_cfg={'kernel': 3}, **TINY)
-    with pytest.raises(ValueError, match="unknown window_kernel 'fast'"):
-        JetViT('dinov3_vits16', arch='FF', depth=2, window_kernel='fast', **TINY)
+    with pytest.raises(ValueError, match="unknown mixers.L.kernel 3; valid: 'auto', 'torch', 'compile', 'triton'"):
+        JetViT('dinov3_vits16', arch='FF', depth=2, mixers=default_mixers(L={'kernel': 3}), **TINY)
+    with pytest.raises(ValueError, match="unknown mixers.W.kernel 'fast'"):
+        JetViT('dinov3_vits16', arch='FF', depth=2, mixers=default_mixers(W={'kernel': 'fast'}), **TINY)
 
 
 @pytest.mark.parametrize('model_name,size,patch', [('dinov3_vits16', (33, 48), 16), ('dinov2_vits14', (28, 40), 14)])
@@ -439,7 +444,7 @@ def test_mixed_l_precision_trains_under_bf16_autocast_like_the_fp32_core():
     """A distillation step under bf16 autocast: with ``precision='mixed'`` the L layers' gradients are as close to
     the fp32 step's as with the fp32 core (bf16 autocast of the Linears dominates both errors)."""
     torch.manual_seed(0)
-    kw = dict(model_name='dinov3_vits16', depth=4, window_size=4, **TINY)
+    kw = dict(model_name='dinov3_vits16', depth=4, mixers=default_mixers(W=dict(window_size=4)), **TINY)
     teacher = JetViT(arch='FFFF', **kw).eval()
     with torch.no_grad():
         for block in teacher.blocks:  # attention that matters: LayerScale 1, peaky q/k
@@ -451,7 +456,8 @@ def test_mixed_l_precision_trains_under_bf16_autocast_like_the_fp32_core():
         target = teacher.forward_features(x)
 
     def grads(precision: str, autocast: bool) -> Tuple[float, torch.Tensor]:
-        student = JetViT(arch='LLWL', linear_cfg=dict(conv='squeeze', precision=precision), **kw)
+        student = JetViT(arch='LLWL', **dict(kw, mixers=default_mixers(W=dict(window_size=4),
+                                                                       L=dict(conv='squeeze', precision=precision))))
         student.load_jetvit_state_dict(teacher.state_dict())
         with torch.autocast('cpu', dtype=torch.bfloat16, enabled=autocast):
             loss = F.mse_loss(student.forward_features(x).float(), target)

@@ -17,6 +17,7 @@ from jetvit_mm.models.checkpoints import to_jetvit_names
 from jetvit_mm.models.depth_anything import JetViTDepthAnything
 from jetvit_mm.models.heads.dpt import dpt_preset
 from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet
 from jetvit_mm.models.variants import get_variant
 
@@ -172,13 +173,14 @@ def test_every_mixer_and_the_supernet_build_on_the_large_teachers(model_name, sh
     teacher = JetViT(model_name, **shape).eval()
     with torch.no_grad():
         for arch in ('LL', 'WW', 'FF', 'LW'):
-            model = JetViT(model_name, arch=arch, window_size=2, **shape).eval()
+            model = JetViT(model_name, arch=arch, mixers=default_mixers(W=dict(window_size=2)), **shape).eval()
             model.load_jetvit_state_dict(teacher.state_dict(), source='teacher')
             out = model.forward_features(x)
             tokens = teacher.num_prefix_tokens + 2 * (size // teacher.patch_size) ** 2
             assert out.shape == (1, tokens, shape['embed_dim'])
             assert torch.isfinite(out).all()
-    supernet = JetViTSupernet(search_space='LWF', model_name=model_name, window_size=2, **shape)
+    supernet = JetViTSupernet(search_space='LWF', model_name=model_name,
+                              mixers=default_mixers(W=dict(window_size=2)), **shape)
     supernet.load_jetvit_state_dict(teacher.state_dict(), source='teacher')
     supernet.set_arch('FF')
     with torch.no_grad():

@@ -11,15 +11,18 @@ import torch
 
 from jetvit_mm.benchmark.memory import build_distill, measure_train_step_memory
 from jetvit_mm.benchmark.planner import Activations, ParamCounts, count_params, measure_activations, plan_memory
+from jetvit_mm.models.mixers import default_mixers
 
 from .test_bad_input import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
 # large enough that activations (~90-180 MB) dominate allocator noise, small enough for ~15 s per process
-TINY = dict(model=dict(model_name='dinov3_vits16', embed_dim=192, depth=4, num_heads=2, window_size=8),
+TINY = dict(model=dict(model_name='dinov3_vits16', embed_dim=192, depth=4, num_heads=2,
+                       mixers=default_mixers(W=dict(window_size=8))),
             arch='LWFW', input_shape=[2, 3, 256, 1024], threads=2)
 # a second shape: wider, one image, F first
-TINY_WIDE = dict(model=dict(model_name='dinov3_vits16', embed_dim=256, depth=3, num_heads=4, window_size=8),
+TINY_WIDE = dict(model=dict(model_name='dinov3_vits16', embed_dim=256, depth=3, num_heads=4,
+                            mixers=default_mixers(W=dict(window_size=8))),
                  arch='FWL', input_shape=[1, 3, 384, 768], threads=2)
 SHAPES = {'tiny': TINY, 'tiny_wide': TINY_WIDE}
 

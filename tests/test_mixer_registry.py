@@ -1,5 +1,6 @@
 """Registered mixers (issue 23, item 1): the registry, a model's declared letters, the mixer contract checked at
 build time, the errors, the mmengine mirror and a plugin package joining through ``custom_imports``."""
+import re
 from typing import Optional, Tuple
 
 import pytest
@@ -13,6 +14,7 @@ from jetvit_mm.models.mixers import (
     FullAttention,
     MixerContractError,
     TokenMixer,
+    default_mixers,
     register_mixer,
 )
 from jetvit_mm.models.supernet import JetViTSupernet
@@ -43,8 +45,8 @@ def test_builtin_mixers_are_registered_and_the_default_table_is_today_s():
                                   W=dict(type='WindowAttention', window_size=16), F=dict(type='FullAttention'))
 
 
-def test_explicit_default_table_and_shorthands_build_the_same_model():
-    a = built(arch='LWF', window_size=2, **TINY)
+def test_explicit_default_table_and_default_mixers_build_the_same_model():
+    a = built(arch='LWF', mixers=default_mixers(W=dict(window_size=2)), **TINY)
     b = built(arch='LWF', mixers=dict(L=dict(type='LinearAttention', conv='squeeze'),
                                       W=dict(type='WindowAttention', window_size=2), F=dict(type='FullAttention')),
               **TINY)
@@ -52,8 +54,8 @@ def test_explicit_default_table_and_shorthands_build_the_same_model():
     assert list(sa) == list(sb) and all(torch.equal(sa[k], sb[k]) for k in sa)
     with torch.no_grad():
         assert torch.equal(a(X)[0], b(X)[0])
-    # linear_cfg reaches the L entry
-    c = built(arch='LLF', linear_cfg=dict(conv='static'), **TINY)
+    # an L option reaches the L entry
+    c = built(arch='LLF', mixers=default_mixers(L=dict(conv='static')), **TINY)
     assert type(c.blocks[0].attn.conv).__name__ == 'StaticDepthwiseConv'
 
 
@@ -66,11 +68,32 @@ def test_unregistered_type_names_the_letter_and_the_registered_types():
 def test_declared_twice_is_refused():
     with pytest.raises(ValueError, match=r"declared twice, as 'W' and 'V'"):
         JetViT(mixers=dict(DEFAULT_MIXERS, V=dict(type='WindowAttention', window_size=16)), **TINY)
-    with pytest.raises(ValueError, match=r"mixer 'W': window_size declared twice, window_size=4 and "
-                                         r"mixers\['W'\]\['window_size'\]=8"):
-        JetViT(window_size=4, mixers=dict(DEFAULT_MIXERS, W=dict(type='WindowAttention', window_size=8)), **TINY)
-    with pytest.raises(ValueError, match=r"window_size=4 is a shorthand for mixers\['W'\].*does not declare 'W'"):
-        JetViT(window_size=4, mixers=dict(F=dict(type='FullAttention')), **TINY)
+
+
+def test_the_removed_mixer_arguments_are_refused_naming_the_mixers_form():
+    """``mixers=`` is the one way to set a mixer option (issue 31): ``window_size=``, ``linear_cfg=`` and
+    ``window_kernel=`` are refused, on every model and config reader, with the table that sets them now."""
+    from jetvit_mm.models import JetViTDepthAnything
+    from jetvit_mm.models.arch import mixer_table_of
+
+    with pytest.raises(TypeError, match=re.escape("JetViT: window_size=4: no longer a model argument (window_size); "
+                                                  "mixer options are set in the mixer table (mixers.W.window_size): "
+                                                  "mixers={'L': {'type': 'LinearAttention', 'conv': 'squeeze'}, "
+                                                  "'W': {'type': 'WindowAttention', 'window_size': 4}, "
+                                                  "'F': {'type': 'FullAttention'}}")):
+        JetViT(window_size=4, **TINY)
+    with pytest.raises(TypeError, match=r"linear_cfg=\{'conv': 'static'\}, window_kernel='flex'.*"
+                                        r"\(mixers.L.conv, mixers.W.kernel\).*'conv': 'static'.*'kernel': 'flex'"):
+        JetViTSupernet(linear_cfg=dict(conv='static'), window_kernel='flex', **TINY)
+    with pytest.raises(TypeError, match=r"window_size=8.*mixers.W.window_size.*'P': \{'type': 'PooledAttention'"):
+        JetViT(window_size=8, mixers=dict(DEFAULT_MIXERS, P=dict(type='PooledAttention')), **TINY)
+    with pytest.raises(TypeError, match=r'linear_cfg=.*mixers.L.focusing'):
+        JetViTDepthAnything('dinov2_vits14', linear_cfg=dict(focusing=3.0), embed_dim=32, depth=4, num_heads=2,
+                            out_indices=(0, 1, 2, 3), features=16, out_channels=[8, 16, 32, 32])
+    with pytest.raises(TypeError, match=r'window_size=2.*mixers.W.window_size'):  # a config's backbone, not built
+        mixer_table_of(dict(TINY, window_size=2))
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['windows'\]"):
+        JetViT(windows=4, **TINY)
 
 
 def test_letter_in_arch_but_not_declared_names_it_and_the_declared_ones():

@@ -18,6 +18,7 @@ from jetvit_mm.models.mixers import (
     TokenDynamicConv,
     WindowAttention,
     build_mixer,
+    default_mixers,
     get_mixer_cls,
     validate_arch,
 )
@@ -46,9 +47,9 @@ CASE_IDS = ['-'.join([letter] + [f'{k}={v}' for k, v in kw.items()]) for letter,
 
 def make_mixer(letter: str, kwargs: dict, num_prefix_tokens: int = PREFIX) -> torch.nn.Module:
     if letter == 'W':
-        return build_mixer('W', DIM, HEADS, num_prefix_tokens=num_prefix_tokens, **kwargs)
+        return build_mixer('W', DIM, HEADS, num_prefix_tokens=num_prefix_tokens, mixers=default_mixers(W=kwargs))
     if letter == 'L':
-        return build_mixer('L', DIM, HEADS, num_prefix_tokens=num_prefix_tokens, linear_cfg=kwargs)
+        return build_mixer('L', DIM, HEADS, num_prefix_tokens=num_prefix_tokens, mixers=default_mixers(L=kwargs))
     return build_mixer(letter, DIM, HEADS, num_prefix_tokens=num_prefix_tokens)
 
 
@@ -390,9 +391,9 @@ def test_bad_option_values_are_rejected_whatever_the_letter(letter):
     for linear_cfg, match in ((dict(conv='sqeeze'), "unknown conv 'sqeeze'"), (dict(kernel_size=4), 'odd'),
                               (dict(reduction=0), 'reduction'), (dict(precision='fp8'), 'precision')):
         with pytest.raises(ValueError, match=match):
-            build_mixer(letter, **common, linear_cfg=linear_cfg)
+            build_mixer(letter, **common, mixers=default_mixers(L=linear_cfg))
     with pytest.raises(ValueError, match='window_size must be >= 1'):
-        build_mixer(letter, **common, window_size=0)
+        build_mixer(letter, **common, mixers=default_mixers(W=dict(window_size=0)))
 
 
 # ----------------------------------------------------------------------------- every mixer and variant
@@ -467,18 +468,19 @@ def test_get_mixer_cls():
 
 
 def test_build_mixer_routes_specific_args():
-    w = build_mixer('W', DIM, HEADS, num_prefix_tokens=3, window_size=5, linear_cfg={'conv': 'static'})
+    table = default_mixers(W=dict(window_size=5), L=dict(conv='static', kernel_size=5))
+    w = build_mixer('W', DIM, HEADS, num_prefix_tokens=3, mixers=table)
     assert isinstance(w, WindowAttention) and w.window_size == 5 and w.num_prefix_tokens == 3
-    lin = build_mixer('L', DIM, HEADS, window_size=5, linear_cfg={'conv': 'static', 'kernel_size': 5})
+    lin = build_mixer('L', DIM, HEADS, mixers=table)
     assert isinstance(lin, LinearAttention) and isinstance(lin.conv, StaticDepthwiseConv)
     assert lin.conv.weight.shape == (DIM, 1, 5, 5)
     full = build_mixer('F', DIM, HEADS, qkv_bias=False, proj_bias=False)
     assert isinstance(full, FullAttention) and full.qkv.bias is None and full.proj.bias is None
     for letter in 'FWL':
         with pytest.raises(TypeError, match='convv'):
-            build_mixer(letter, DIM, HEADS, linear_cfg={'convv': 'static'})
+            build_mixer(letter, DIM, HEADS, mixers=default_mixers(L={'convv': 'static'}))
     with pytest.raises(TypeError, match='dim'):
-        build_mixer('L', DIM, HEADS, linear_cfg={'dim': 8})
+        build_mixer('L', DIM, HEADS, mixers=default_mixers(L={'dim': 8}))
 
 
 def test_validate_arch():

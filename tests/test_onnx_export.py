@@ -11,6 +11,7 @@ import torch
 
 from jetvit_mm.deploy import ExportModule, export_onnx, onnx_session, run_onnx
 from jetvit_mm.models import JetViT
+from jetvit_mm.models.mixers import default_mixers
 
 from .conftest import REPO, run_tool
 
@@ -18,7 +19,7 @@ pytest.importorskip('onnxruntime', reason='the deploy extra: pip install -e .[de
 
 EXPORT_GRID, EXPORT_BATCH = (5, 7), 2
 CHECKS = [((3, 5), 1), ((7, 2), 3)]  # (grid, batch): other grids (one smaller than a W window) and batches
-TINY = dict(embed_dim=32, depth=4, num_heads=2, window_size=4)
+TINY = dict(embed_dim=32, depth=4, num_heads=2, mixers=default_mixers(W=dict(window_size=4)))
 
 
 def perturbed(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
@@ -124,8 +125,8 @@ def test_benchmark_times_onnxruntime_beside_torch_in_one_round_robin(monkeypatch
     timed = model_bench.time_interleaved
     monkeypatch.setattr(model_bench, 'time_interleaved',
                         lambda calls, *a, **k: rounds.append(list(calls)) or timed(calls, *a, **k))
-    kwargs = jetvit_kwargs({'window_size': 2, 'model_name': 'dinov3_vits16', 'depth': 3, 'embed_dim': 32,
-                            'num_heads': 2}, 'unused')
+    kwargs = jetvit_kwargs({'model_name': 'dinov3_vits16', 'depth': 3, 'embed_dim': 32, 'num_heads': 2}, 'unused',
+                           window=2)
     result = benchmark_models(model_entries(kwargs, ['LWF']), sizes=[(32, 64), (48, 32)], memory=False,
                               profile=False, warmup=0, repeat=2, batch=1, dtype='fp32', device='cpu',
                               compile_model=False, cuda_graph=False, throughput=None, threads=1, malloc='system',
@@ -257,5 +258,5 @@ def test_export_tool_checks_at_the_fixed_size_and_above_the_window(tmp_path):
     size = dynamic.stdout.split('onnxruntime vs torch at 3x')[1].split(':')[0]
     rows, cols = (int(side) // 16 for side in size.split('x'))
     from mmengine.config import Config
-    window = Config.fromfile(config).model.backbone.get('window_size', 16)
+    window = Config.fromfile(config).model.backbone.mixers.W.window_size
     assert rows > window and cols > window, (size, window)

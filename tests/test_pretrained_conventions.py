@@ -11,8 +11,10 @@ from mmengine.registry import DefaultScope
 
 import jetvit_mm.mm  # noqa: F401  (registers the types)
 from jetvit_mm.models import JetViT as PureJetViT
+from jetvit_mm.models.mixers import default_mixers
 
-TINY = dict(model_name='dinov3_vits16', arch='LWLF', embed_dim=32, depth=4, num_heads=2, window_size=4)
+TINY = dict(model_name='dinov3_vits16', arch='LWLF', embed_dim=32, depth=4, num_heads=2,
+            mixers=default_mixers(W=dict(window_size=4)))
 
 
 def _registry(scope: str):

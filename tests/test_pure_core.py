@@ -41,8 +41,10 @@ from jetvit_mm.models.checkpoints import UnsafeCheckpointError
 from jetvit_mm.models.supernet import JetViTSupernet
 from jetvit_mm.search import search_step1
 from jetvit_mm.search.run import SearchSettings
+from jetvit_mm.models.mixers import default_mixers
 
-tiny = dict(model_name='dinov3_vits16', embed_dim=32, depth=3, num_heads=2, window_size=2)
+tiny = dict(model_name='dinov3_vits16', embed_dim=32, depth=3, num_heads=2,
+            mixers=default_mixers(W=dict(window_size=2)))
 model = JetViT(arch='LWF', **tiny).eval()
 x = torch.randn(1, 3, 64, 64)
 with torch.no_grad():

@@ -13,6 +13,7 @@ from mmengine.config import Config
 from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.mm.search_runner import backbone_args, check_metric, load_supernet
 from jetvit_mm.models import JetViT
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.search import search_step1, search_step2, step1_moves, step2_moves
 from jetvit_mm.search.report import layer_gains, pareto_front
 
@@ -173,8 +174,8 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
         assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-3000:]
     # ... and a hybrid exported with another W window / L option (no parameters: the keys alone cannot tell)
     proc = run_tool('test.py', PROBE, work / f'hybrid_{best}_with_head.pth', '--work-dir', tmp_path / 'test_bad',
-                    '--cfg-options', f'model.backbone.arch={best}', 'model.backbone.window_size=8',
-                    'model.backbone.linear_cfg.focusing=3.0', f'test_dataloader.dataset.data_root={p["data"]}',
+                    '--cfg-options', f'model.backbone.arch={best}', 'model.backbone.mixers.W.window_size=8',
+                    'model.backbone.mixers.L.focusing=3.0', f'test_dataloader.dataset.data_root={p["data"]}',
                     check=False)
     assert proc.returncode != 0 and 'holds a model built with' in proc.stderr, proc.stderr[-3000:]
     # the exported backbone loads strictly with its arch and equals the supernet with that path active
@@ -188,11 +189,13 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
     with pytest.raises(ValueError, match='holds a JetViT with arch'):
         JetViT(arch=wrong, checkpoint=work / f'hybrid_{best}.pth', **backbone_args(Config.fromfile(PROBE)))
     # ... and with the window / L options it was exported with (they have no parameters of their own)
-    other = dict(backbone_args(Config.fromfile(PROBE)), window_size=8, linear_cfg=dict(focusing=3.0))
+    other = dict(backbone_args(Config.fromfile(PROBE)),
+                 mixers=default_mixers(W=dict(window_size=8), L=dict(focusing=3.0)))
     with pytest.raises(ValueError, match='holds a JetViT built with'):
         JetViT(arch=best, checkpoint=work / f'hybrid_{best}.pth', **other)
     # the bf16 deployment switch is not such an option: the same computation, rounded elsewhere under autocast
-    mixed = dict(backbone_args(Config.fromfile(PROBE)), linear_cfg=dict(precision='mixed'))
+    mixed = dict(backbone_args(Config.fromfile(PROBE)),
+                 mixers=default_mixers(W=dict(window_size=4), L=dict(precision='mixed')))
     with torch.no_grad():
         assert torch.equal(JetViT(arch=best, checkpoint=work / f'hybrid_{best}.pth', **mixed).eval()(x)[0],
                            hybrid(x)[0])
@@ -223,7 +226,8 @@ def test_exported_finetune_config_builds_the_searched_model(tmp_path):
     from jetvit_mm.models.supernet import JetViTSupernet
 
     size = dict(embed_dim=32, depth=2, num_heads=2)
-    supernet = JetViTSupernet(search_space='LWF', model_name='dinov3_vitl16', window_size=4, **size)
+    supernet = JetViTSupernet(search_space='LWF', model_name='dinov3_vitl16',
+                              mixers=default_mixers(W=dict(window_size=4)), **size)
     large = REPO / 'configs' / 'jetvit' / 'dinov3_large_cityscapes.py'
     with_ema = tmp_path / 'distill_with_ema.py'  # a user's distillation config with a hook of its own
     with_ema.write_text(f"_base_ = ['{large}']\ncustom_hooks = [dict(type='SupernetSamplerHook', mode='uniform'), "
@@ -236,7 +240,7 @@ def test_exported_finetune_config_builds_the_searched_model(tmp_path):
     with DefaultScope.overwrite_default_scope('mmseg'):
         from mmseg.registry import MODELS
         student = MODELS.build(cfg.model.student)
-    assert (student.arch, student.build_args['window_size'], student.embed_dim) == ('WL', 4, 32)
+    assert (student.arch, student.build_args['mixers']['W']['window_size'], student.embed_dim) == ('WL', 4, 32)
     supernet.set_arch('WL')
     x = torch.randn(1, 3, 64, 96)
     with torch.no_grad():
@@ -296,17 +300,17 @@ def test_search_refuses_a_config_whose_mixers_differ_from_the_distillation(pipel
     """Window size and L options have no parameters of their own: the distillation run's saved config is compared
     with the evaluation config's backbone before any scoring (the weights alone would load)."""
     p = pipeline
-    for option, message in (('model.backbone.window_size=8', 'distilled with window_size=4'),
-                            ('model.backbone.linear_cfg.focusing=3.0', 'distilled with linear_cfg.focusing=')):
+    for option, message in (('model.backbone.mixers.W.window_size=8', 'distilled with mixers.W.window_size=4'),
+                            ('model.backbone.mixers.L.focusing=3.0', 'distilled with mixers.L.focusing=')):
         proc = run_tool('search.py', PROBE, p['step1'], '--head-checkpoint', p['head'], '--work-dir', tmp_path,
                         '--cfg-options', f'val_dataloader.dataset.data_root={p["data"]}', option, check=False)
         assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
         assert not (tmp_path / 'search_state.json').exists()
     # the export reads the same config and takes the same --cfg-options the error message suggests
     export = ['export_hybrid.py', PROBE, p['step1'], '--arch', 'LWLW', '--out-dir', tmp_path / 'export']
-    proc = run_tool(*export, '--cfg-options', 'model.backbone.window_size=8', check=False)
-    assert proc.returncode != 0 and 'distilled with window_size=4' in proc.stderr, proc.stderr[-2000:]
-    run_tool(*export, '--cfg-options', 'model.backbone.window_size=4')
+    proc = run_tool(*export, '--cfg-options', 'model.backbone.mixers.W.window_size=8', check=False)
+    assert proc.returncode != 0 and 'distilled with mixers.W.window_size=4' in proc.stderr, proc.stderr[-2000:]
+    run_tool(*export, '--cfg-options', 'model.backbone.mixers.W.window_size=4')
     assert (tmp_path / 'export' / 'hybrid_LWLW.pth').is_file()
 
 
@@ -324,7 +328,8 @@ def test_distill_loss_score_uses_the_distillation_runs_objective(tmp_path):
 
 def test_latency_table_times_a_copy_on_another_device_or_dtype():
     from jetvit_mm.search.latency import measure_latency_table
-    model = JetViT('dinov3_vits16', arch='LW', embed_dim=32, depth=2, num_heads=2, window_size=4)
+    model = JetViT('dinov3_vits16', arch='LW', embed_dim=32, depth=2, num_heads=2,
+                   mixers=default_mixers(W=dict(window_size=4)))
     table = measure_latency_table(model, (32, 48), dtype=torch.float64, warmup=0, repeat=1)
     assert set(table) == {'base', 'F', 'L', 'W'} and all(v > 0 for v in table.values())
     assert all(p.dtype == torch.float32 for p in model.parameters())  # the caller's model was not converted

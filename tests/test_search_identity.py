@@ -119,7 +119,7 @@ def refused_naming(path, identity) -> str:
     ({'model.data_preprocessor.size': None, 'model.data_preprocessor.size_divisor': 32}, 'model.data_preprocessor'),
     ({'model.data_preprocessor.std': [1., 1., 1.]}, 'model.data_preprocessor'),
     ({'model.decode_head.align_corners': True}, 'model.decode_head'),
-    ({'model.backbone.window_size': 2}, 'model.backbone'),
+    ({'model.backbone.mixers.W.window_size': 2}, 'model.backbone'),
 ], ids=['test_cfg', 'size_divisor', 'normalisation', 'head', 'backbone'])
 def test_resume_refuses_another_inference_protocol_naming_it(tiny_cityscapes, tmp_path, change, named):
     """The model config's parts that change a score (whole -> slide inference, the data preprocessor, the head, the

@@ -16,13 +16,15 @@ from mmengine.registry import DefaultScope
 from jetvit_mm.distill import LOSSES, activation_matching_loss, distill_loss
 from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.models import JetViT
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet, parse_search_space, step2_search_space
 from jetvit_mm.search import SupernetSampler
 
 from .conftest import REPO, run_tool
 
 CONFIG = REPO / 'tests' / 'configs' / 'distill_supernet_tiny_cityscapes.py'
-TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=4)  # as the config
+TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
+            mixers=default_mixers(W=dict(window_size=4)))  # as the config
 
 
 def make_teacher_checkpoint(path: Path) -> Path:
@@ -197,6 +199,37 @@ def test_distiller_student_starts_as_teacher(teacher_ckpt):
         assert distiller.loss(x)['loss_distill'] > 0
 
 
+def test_one_distillation_objective_for_the_mm_model_the_planner_and_the_benchmark(teacher_ckpt):
+    """The mmengine FeatureDistiller, the memory planner's model and the benchmark's step all run the pure Distiller
+    (issue 31 item 4): the same loss, bit for bit, as the Distiller on the same teacher and student."""
+    from jetvit_mm.benchmark.distill import build_distiller as bench_distiller
+    from jetvit_mm.benchmark.distill import distill_step
+    from jetvit_mm.benchmark.memory import build_distill
+    from jetvit_mm.distill.distiller import Distiller
+
+    model = build_distiller(teacher_ckpt, loss='smooth_l1', loss_weight=0.5, distill_indices=(1, -1))
+    model.student.set_arch('LWLW')
+    assert isinstance(model.objective, Distiller) and model.objective.student is model.student
+    assert not any(k.startswith('objective') for k in model.state_dict())
+    x = torch.randn(1, 3, 32, 64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        model.student.blocks[1].attn.candidates['W'].qkv.weight.add_(0.1)  # a student that is not its teacher
+        pure = Distiller(model.teacher, model.student, indices=(1, 3), loss='smooth_l1', loss_weight=0.5)(x)
+        assert torch.equal(model.loss(x)['loss_distill'], pure) and pure > 0
+    spec = dict(model=TINY, arch='LWFW')
+    planner_model, loss_fn = build_distill(spec)
+    assert isinstance(planner_model, Distiller) and loss_fn is planner_model
+    assert planner_model.student.arch == 'LWFW' and not planner_model.teacher.training
+    bench = bench_distiller(TINY, 'LWLW', supernet=False)
+    assert isinstance(bench, Distiller) and bench.student.arch == 'LWLW'
+    before = {n: p.detach().clone() for n, p in bench.named_parameters()}
+    optimizer = torch.optim.AdamW([p for p in bench.parameters() if p.requires_grad], lr=1e-3)
+    loss = distill_step(bench, optimizer, x)
+    assert loss > 0 and not loss.requires_grad
+    changed = {n for n, p in bench.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all(n.startswith('student.') for n in changed)
+
+
 @pytest.mark.parametrize('loss', list(LOSSES))
 def test_distillation_loss_is_fp32_with_bf16_parameters(teacher_ckpt, loss):
     """bf16 parameters (FSDP2's param_dtype='bfloat16' computes the blocks so, and the features leave the root unit
@@ -225,7 +258,8 @@ def test_the_static_kernel_trains_without_weight_decay_in_every_conv_variant(con
 
     import jetvit_mm.mm  # noqa: F401  (registers the constructor)
 
-    supernet = JetViTSupernet(search_space='LW', linear_cfg=dict(conv=conv), **TINY)
+    supernet = JetViTSupernet(search_space='LW', **dict(TINY, mixers=default_mixers(W=dict(window_size=4),
+                                                                                     L=dict(conv=conv))))
     model = torch.nn.Module()
     model.student = supernet  # as in the FeatureDistiller
     if optim == 'layer_decay':

@@ -9,6 +9,7 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
 from jetvit_mm.models import JetViT
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.variants import get_variant
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,7 +45,8 @@ def test_shipped_config_pads_test_images_to_the_patch_grid(path):
 
 
 def test_size_hint_names_the_option_that_works():
-    model = JetViT(model_name='dinov3_vits16', arch='LF', embed_dim=32, depth=2, num_heads=2, window_size=4)
+    model = JetViT(model_name='dinov3_vits16', arch='LF', embed_dim=32, depth=2, num_heads=2,
+                   mixers=default_mixers(W=dict(window_size=4)))
     with pytest.raises(ValueError, match=r'test_cfg=dict\(size_divisor=16\)') as error:
         model(torch.zeros(1, 3, 40, 48))
     assert 'pad_size_divisor' in str(error.value)

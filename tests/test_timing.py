@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from jetvit_mm.benchmark.timing import call_timer, summarize, time_interleaved
+from jetvit_mm.models.mixers import default_mixers
 
 
 class FakeClock:
@@ -71,7 +72,8 @@ def test_latency_table_is_the_minimum_of_the_samples(monkeypatch):
     import jetvit_mm.search.latency as latency
     from jetvit_mm.models.jetvit import JetViT
 
-    model = JetViT('dinov3_vits16', arch='LW', embed_dim=32, depth=2, num_heads=2, window_size=4)
+    model = JetViT('dinov3_vits16', arch='LW', embed_dim=32, depth=2, num_heads=2,
+                   mixers=default_mixers(W=dict(window_size=4)))
     seen = {}
     real = latency.time_interleaved
 

@@ -5,6 +5,7 @@ import timm
 import torch
 
 from jetvit_mm.models import JetViT
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.teachers import create_teacher, teacher_depth, teacher_problems, teacher_qkv
 from jetvit_mm.models.variants import VARIANTS
 
@@ -45,7 +46,7 @@ def test_all_full_equals_the_timm_teacher(name, family, native, other):
 @pytest.mark.parametrize('name,family,native,other', FAMILIES, ids=[f[0] for f in FAMILIES])
 def test_every_letter_builds_and_inherits_the_teacher(name, family, native, other):
     torch.manual_seed(0)
-    model = JetViT(name, arch='LWF', window_size=4, **TINY).eval()
+    model = JetViT(name, arch='LWF', mixers=default_mixers(W=dict(window_size=4)), **TINY).eval()
     torch.manual_seed(0)
     teacher, _ = create_teacher(name, **TINY)  # the same seed: the teacher the model started from
     assert [type(b.attn).__name__ for b in model.blocks] == ['LinearAttention', 'WindowAttention', 'FullAttention']

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from jetvit_mm.models import JetViT, JetViTDepthAnything, SimpleFeaturePyramid
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.token_reduction import (
     OFFSETS,
     ClusterSpec,
@@ -21,7 +22,8 @@ from jetvit_mm.models.token_reduction import (
     to_cells,
 )
 
-TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=2, out_indices=(0, 1, 2, 3))
+TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
+            mixers=default_mixers(W=dict(window_size=2)), out_indices=(0, 1, 2, 3))
 DEPTH_TINY = dict(model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2, out_indices=(0, 1, 2, 3),
                   features=16, out_channels=(8, 16, 32, 32))
 

@@ -263,7 +263,7 @@ def test_search_scores_archs_by_a_zero_shot_set(data, checkpoint, tmp_path):
     run_tool('search.py', CONFIGS / 'depthanything_large_eval_diode.py', tmp_path / 'distill' / 'iter_4.pth',
              '--stage', '1', '--metric', 'abs_rel', '--head-checkpoint', mmseg_ckpt, '--beam-width', '2',
              '--min-gain', '0.0', '--work-dir', tmp_path / 'search', '--device', 'cpu', '--cfg-options',
-             *SHRINK, 'model.backbone.window_size=2', *single_process('val'),
+             *SHRINK, 'model.backbone.mixers.W.window_size=2', *single_process('val'),
              f'val_dataloader.dataset.data_root={data["diode"]}')
     summary = json.loads((tmp_path / 'search' / 'search.json').read_text())
     scores = {r['arch']: r['score'] for r in summary['archs']}

@@ -77,6 +77,7 @@ import torch
 
 from jetvit_mm.benchmark.allocator import POLICIES as MALLOC_POLICIES
 from jetvit_mm.benchmark.archs import ARCH_SHORTCUTS
+from jetvit_mm.benchmark.distill import build_distiller, distill_step
 from jetvit_mm.benchmark.host import machine_record, malloc_note, malloc_record, prepare_host, started_at
 from jetvit_mm.benchmark.memory import DTYPES as MODEL_DTYPES
 from jetvit_mm.benchmark.mixers import DTYPES as MIXER_DTYPES
@@ -96,6 +97,7 @@ from jetvit_mm.benchmark.timing import summarize, time_interleaved
 from jetvit_mm.cli import check_inputs, check_outputs, finite, positive
 from jetvit_mm.cli import count as count_arg
 from jetvit_mm.jsonio import read_json_file
+from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.mixers.kernels import WINDOW_KERNELS
 from jetvit_mm.models.token_reduction import SPEC_PATTERN, SPEC_SYNTAX
 
@@ -135,35 +137,22 @@ def run_mixers(args: argparse.Namespace) -> dict:
 
 def run_distill_step(args: argparse.Namespace) -> dict:
     """One distillation training step (teacher forward, student forward + backward, AdamW) for a supernet with
-    its path set to ``--arch`` vs a fixed-arch JetViT with that arch, interleaved."""
-    import jetvit_mm.mm  # noqa: F401  (registers the types the distiller builds)
-    from jetvit_mm.mm.distiller import FeatureDistiller
-
+    its path set to ``--arch`` vs a fixed-arch JetViT with that arch, interleaved: the pure ``Distiller`` and
+    :func:`~jetvit_mm.benchmark.distill.distill_step`."""
     kept = prepare_host(args.threads, args.malloc, 'cpu')
     torch.manual_seed(0)
-    backbone = dict(model_name=args.model, window_size=args.window)
-    depth = len(args.arch)
-    students = {
-        'supernet (L/W candidates)': dict(type='JetViTSupernet', search_space=''.join(dict.fromkeys(args.arch)),
-                                          arch=args.arch, **backbone),
-        f'fixed arch {args.arch}': dict(type='JetViT', arch=args.arch, **backbone),
-    }
-    distillers, optimizers = {}, {}
-    for name, student in students.items():
-        distillers[name] = FeatureDistiller(teacher=dict(type='JetViT', **backbone), student=student).train()
-        if distillers[name].student.depth != depth:
-            raise ValueError(f'--arch has {depth} letters, {args.model} has {distillers[name].student.depth} layers')
-        optimizers[name] = torch.optim.AdamW([p for p in distillers[name].parameters() if p.requires_grad], lr=1e-5)
+    backbone = dict(model_name=args.model, mixers=default_mixers(W=dict(window_size=args.window)))
+    distillers = {'supernet (L/W candidates)': build_distiller(backbone, args.arch, supernet=True),
+                  f'fixed arch {args.arch}': build_distiller(backbone, args.arch, supernet=False)}
+    optimizers = {name: torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+                  for name, model in distillers.items()}
     x = torch.randn(args.batch, 3, *args.size)
 
     def step(name: str) -> None:
-        model, optimizer = distillers[name], optimizers[name]
+        model = distillers[name]
         if hasattr(model.student, 'set_arch'):
             model.student.set_arch(args.arch)  # what SupernetSamplerHook does before each iteration
-        loss = model.loss(x)['loss_distill']
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        distill_step(model, optimizers[name], x)
 
     print(f'distill-step: {args.model}, input {args.size[0]}x{args.size[1]}, batch {args.batch}, arch {args.arch}, '
           f'{torch.get_num_threads()} threads{malloc_note(kept, torch.device("cpu"))}', flush=True)

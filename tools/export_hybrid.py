@@ -2,7 +2,7 @@
 
     python tools/export_hybrid.py CONFIG SUPERNET.pth --arch LWLLWWLLWFLF --out-dir D \\
         [--head-checkpoint TEACHER_PROBE.pth] [--distill-config configs/jetvit/dinov3_base_cityscapes.py] \\
-        [--cfg-options model.backbone.window_size=8 ...]
+        [--cfg-options model.backbone.mixers.W.window_size=8 ...]
 """
 import argparse
 
@@ -27,7 +27,7 @@ def main(argv=None) -> dict:
                              'with the hybrid into hybrid_<ARCH>_with_head.pth')
     parser.add_argument('--distill-config')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help='override keys of CONFIG, e.g. model.backbone.window_size=8 (as tools/search.py)')
+                        help='override keys of CONFIG, e.g. model.backbone.mixers.W.window_size=8 (as tools/search.py)')
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config'))
     check_outputs(parser, args, dirs=('out_dir', ))

@@ -75,8 +75,10 @@ def distill_step(wrap: str, device: torch.device) -> dict:
     from jetvit_mm.distill.distiller import Distiller
     from jetvit_mm.distill.fsdp2 import shard_model
     from jetvit_mm.models.jetvit import JetViT
+    from jetvit_mm.models.mixers import default_mixers
     from jetvit_mm.models.supernet import JetViTSupernet
-    backbone = dict(model_name='dinov3_vits16', embed_dim=64, depth=4, num_heads=4, window_size=2)
+    backbone = dict(model_name='dinov3_vits16', embed_dim=64, depth=4, num_heads=4,
+                    mixers=default_mixers(W=dict(window_size=2)))
     torch.manual_seed(0)
     teacher = JetViT(**backbone, frozen=True)
     with torch.no_grad():  # LayerScale 1e-5 makes a random ViT near the identity: make every block count

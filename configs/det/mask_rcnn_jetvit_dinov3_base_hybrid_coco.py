@@ -3,9 +3,9 @@
 # the one tools/search.py chose and the weights tools/export_hybrid.py wrote for it, e.g.
 #   tools/train.py configs/det/mask_rcnn_jetvit_dinov3_base_hybrid_coco.py \
 #       --cfg-options model.backbone.arch=LLWLFWLLWLFL model.backbone.checkpoint=/path/exported_hybrid.pth
-# (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones, one key at a time:
-# model.backbone.linear_cfg.conv=static; a dict(...) value does not parse). ViTDet's own
-# window/global interleave is model.backbone.arch=WWFWWFWWFWWF.
+# (also pass the supernet's mixer options if it used non-default ones, one key at a time:
+# model.backbone.mixers.W.window_size=8 model.backbone.mixers.L.conv=static; a dict(...) value does not parse).
+# ViTDet's own window/global interleave is model.backbone.arch=WWFWWFWWFWWF.
 _base_ = [
     '../_base_/models/mask_rcnn_jetvit_dinov3_base.py',
     '../_base_/datasets/coco_instance_lsj_1024.py',

@@ -17,13 +17,13 @@ CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, min
 prints one JSON line. :func:`measure_forward_memory` runs that in a subprocess.
 
 Training step (the memory planner's check, :mod:`jetvit_mm.benchmark.planner`): :func:`train_step_memory` builds a
-small distillation model (:func:`build_distill`: frozen JetViT teacher, supernet student on the teacher's weights,
-MSE on the last layer), runs one warm-up step (AdamW states and one-time caches allocated), resets the peak mark and
-measures a second step (zero_grad, forward, backward, AdamW step). The figure is its peak RSS over the RSS before
-the model was built, so it holds weights, gradients, optimizer states and activations, and the process's own growth
-beyond tensors (``overhead_bytes``: the RSS after the warm-up step minus every live tensor's bytes; library caches,
-allocator arenas, Python objects; 42-46 MiB for the planner test's shapes on a 2-core Xeon, which no plan of tensors
-counts)
+small distillation model (:func:`build_distill`: the pure ``Distiller`` of a frozen JetViT teacher into a supernet
+student on the teacher's weights, MSE on the last layer), runs one warm-up step (AdamW states and one-time caches
+allocated), resets the peak mark and measures a second step (:func:`~jetvit_mm.benchmark.distill.distill_step`:
+zero_grad, forward, backward, AdamW step). The figure is its peak RSS over the RSS before the model was built, so
+it holds weights, gradients, optimizer states and activations, and the process's own growth beyond tensors
+(``overhead_bytes``: the RSS after the warm-up step minus every live tensor's bytes; library caches, allocator
+arenas, Python objects; 42-46 MiB for the planner test's shapes on a 2-core Xeon, which no plan of tensors counts)
 (``{"train_step": {...}}`` as the JSON argument; :func:`measure_train_step_memory` in a subprocess).
 """
 import json
@@ -31,9 +31,12 @@ import os
 import resource
 import subprocess
 import sys
+from functools import partial
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
+
+from .distill import build_distiller, distill_step
 
 DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 MMAP_THRESHOLD = 128 * 1024
@@ -144,31 +147,13 @@ def measure_forward_memory(model_kwargs: Dict[str, Any], input_shape: Sequence[i
 
 
 def build_distill(spec: Dict[str, Any]) -> Tuple[torch.nn.Module, Callable[[torch.Tensor], torch.Tensor]]:
-    """A distillation model and its loss as :class:`~jetvit_mm.mm.distiller.FeatureDistiller` computes it (without
-    OpenMMLab): ``spec['model']`` JetViT kwargs of both, ``spec['arch']`` the student's path,
-    ``spec['checkpointing']`` per-block activation checkpointing on the student. Returns ``(model, loss_fn)``
-    where ``model.teacher`` / ``model.student`` are the two and ``loss_fn(x)`` the loss of one batch."""
-    from jetvit_mm.distill import distill_loss
-    from jetvit_mm.models.jetvit import JetViT
-    from jetvit_mm.models.supernet import JetViTSupernet
-
-    arch = spec['arch']
-    model = torch.nn.Module()
-    model.teacher = JetViT(frozen=True, **spec['model'])
-    model.student = JetViTSupernet(search_space=''.join(sorted(set(arch))), **spec['model'])
-    if not model.teacher.parameters().__next__().is_meta:
-        model.student.load_jetvit_state_dict(model.teacher.state_dict(), source='teacher weights')
-    model.student.set_arch(arch)
-    model.student.set_grad_checkpointing(bool(spec.get('checkpointing')))
-    model.train()
-
-    def loss_fn(x: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            targets = model.teacher.forward_intermediates(x, [-1], norm=True, output_fmt='NLC')
-        features = model.student.forward_intermediates(x, [-1], norm=True, output_fmt='NLC')
-        return distill_loss('mse', features, targets)
-
-    return model, loss_fn
+    """The planner's distillation model: :func:`~jetvit_mm.benchmark.distill.build_distiller` of ``spec['model']``
+    (JetViT kwargs of both), ``spec['arch']`` (the supernet student's path) and ``spec['checkpointing']`` (per-block
+    activation checkpointing on the student), MSE on the last layer. Returns ``(model, loss_fn)``: the pure
+    :class:`~jetvit_mm.distill.distiller.Distiller` (``model.teacher`` / ``model.student``) and its call, the loss
+    of one batch."""
+    model = build_distiller(spec['model'], spec['arch'], checkpointing=bool(spec.get('checkpointing')))
+    return model, model
 
 
 def train_step_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
@@ -182,11 +167,7 @@ def train_step_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
     model, loss_fn = build_distill(spec)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
 
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        loss_fn(x).backward()
-        optimizer.step()
-
+    step = partial(distill_step, loss_fn, optimizer, x)
     step()  # AdamW states, oneDNN caches: resident from here on
     exact = _reset_peak_rss()
     resident = _status_bytes('VmRSS')

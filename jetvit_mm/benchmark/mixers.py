@@ -7,7 +7,7 @@ from timm.layers import Mlp, RotaryEmbeddingDinoV3
 from torch import nn
 
 from jetvit_mm.models.jetvit import JetBlock
-from jetvit_mm.models.mixers import build_mixer
+from jetvit_mm.models.mixers import build_mixer, default_mixers
 from jetvit_mm.models.mixers.kernels import LINEAR_KERNELS, WINDOW_KERNELS
 
 from .host import machine_record, malloc_note, malloc_record, started_at
@@ -48,24 +48,26 @@ def mixer_entries(dim: int, heads: int, prefix: int, window: int, dtype: str,
     entries: Dict[str, nn.Module] = {
         'qkv+proj only': Projections(dim),
         'F': build_mixer('F', **common),
-        f'W{window}': build_mixer('W', **common, window_size=window, window_kernel='torch'),
+        f'W{window}': build_mixer('W', **common, mixers=default_mixers(W=dict(window_size=window, kernel='torch'))),
     }
     for conv in LINEAR_CONVS:
-        entries[f'L-{conv}'] = build_mixer('L', **common, linear_cfg={'conv': conv, **torch_l})
-    entries['L-squeeze focus3'] = build_mixer('L', **common,
-                                              linear_cfg={'conv': 'squeeze', 'focusing': 3.0, **torch_l})
+        entries[f'L-{conv}'] = build_mixer('L', **common, mixers=default_mixers(L={'conv': conv, **torch_l}))
+    entries['L-squeeze focus3'] = build_mixer('L', **common, mixers=default_mixers(
+        L={'conv': 'squeeze', 'focusing': 3.0, **torch_l}))
     if dtype != 'fp32':  # in fp32 the same computation as L-squeeze
-        entries['L-squeeze mixed'] = build_mixer('L', **common,
-                                                 linear_cfg={'conv': 'squeeze', 'precision': 'mixed', **torch_l})
+        entries['L-squeeze mixed'] = build_mixer('L', **common, mixers=default_mixers(
+            L={'conv': 'squeeze', 'precision': 'mixed', **torch_l}))
     for conv in ('static', 'squeeze'):
-        entries[f'block L-{conv}'] = mixer_block(dim, build_mixer('L', **common, linear_cfg={'conv': conv, **torch_l}))
+        entries[f'block L-{conv}'] = mixer_block(dim, build_mixer('L', **common, mixers=default_mixers(
+            L={'conv': conv, **torch_l})))
     for kernel in kernels:
         if kernel in LINEAR_KERNELS:
-            fast_l = {'conv': 'squeeze', 'kernel': kernel}
-            entries[f'L-squeeze {kernel}'] = build_mixer('L', **common, linear_cfg=fast_l)
-            entries[f'block L-squeeze {kernel}'] = mixer_block(dim, build_mixer('L', **common, linear_cfg=fast_l))
+            fast_l = default_mixers(L={'conv': 'squeeze', 'kernel': kernel})
+            entries[f'L-squeeze {kernel}'] = build_mixer('L', **common, mixers=fast_l)
+            entries[f'block L-squeeze {kernel}'] = mixer_block(dim, build_mixer('L', **common, mixers=fast_l))
         if kernel in WINDOW_KERNELS:
-            entries[f'W{window} {kernel}'] = build_mixer('W', **common, window_size=window, window_kernel=kernel)
+            entries[f'W{window} {kernel}'] = build_mixer('W', **common, mixers=default_mixers(
+                W=dict(window_size=window, kernel=kernel)))
     return entries
 
 

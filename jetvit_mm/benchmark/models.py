@@ -10,6 +10,7 @@ from torch import nn
 
 from jetvit_mm.models.arch import mixer_table_of
 from jetvit_mm.models.heads.dpt import dpt_preset
+from jetvit_mm.models.mixers import DEFAULT_MIXERS
 from jetvit_mm.models.teachers import teacher_depth
 from jetvit_mm.models.token_reduction import parse_cluster_spec
 
@@ -33,16 +34,20 @@ def jetvit_kwargs(base: Mapping[str, object], model_name: str, window: Optional[
                   linear_options: Sequence[Mapping[str, object]] = (),
                   window_kernel: Optional[str] = None) -> Dict[str, object]:
     """JetViT keyword arguments (no arch) from ``base`` (e.g. a config's backbone), ``model_name`` where ``base``
-    names none, a window size, the W layers' implementation and L-mixer options (each merged into ``linear_cfg``)
-    over it."""
+    names none, and over its mixer table (``mixers``, default the default one): a window size and the W layers'
+    implementation (``mixers.W.window_size`` / ``kernel``) and L-mixer options (each merged into ``mixers.L``)."""
     kwargs = dict(base)
     kwargs.setdefault('model_name', model_name)
-    if window is not None:
-        kwargs['window_size'] = window
-    if window_kernel is not None:
-        kwargs['window_kernel'] = window_kernel
-    for option in linear_options:
-        kwargs['linear_cfg'] = {**(kwargs.get('linear_cfg') or {}), **option}
+    table = {k: dict(v) for k, v in (kwargs.get('mixers') or DEFAULT_MIXERS).items()}
+    window_options = {k: v for k, v in (('window_size', window), ('kernel', window_kernel)) if v is not None}
+    for letter, options in (('W', [window_options] if window_options else []), ('L', linear_options)):
+        for option in options:
+            if letter not in table:
+                raise ValueError(f'the model declares no {letter!r} mixer (letters: {sorted(table)}), so '
+                                 f'{dict(option)} cannot apply to it')
+            table[letter].update(option)
+    if table != (kwargs.get('mixers') or DEFAULT_MIXERS):
+        kwargs['mixers'] = table
     return kwargs
 
 

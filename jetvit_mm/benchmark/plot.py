@@ -4,6 +4,8 @@ from typing import Dict, List
 
 import torch
 
+from jetvit_mm.models.mixers import DEFAULT_MIXERS
+
 from .host import malloc_note
 
 
@@ -47,6 +49,15 @@ def plot_scaling(rows: List[Dict[str, object]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def linear_options(kwargs: Dict[str, object]) -> Dict[str, object]:
+    """The L-mixer options a measured model set beyond the default table's (``mixers.L``; ``linear_cfg`` in results
+    saved before the mixer table was the one way)."""
+    if kwargs.get('linear_cfg'):
+        return dict(kwargs['linear_cfg'])
+    entry = dict((kwargs.get('mixers') or {}).get('L') or {})
+    return {k: v for k, v in entry.items() if k != 'type' and DEFAULT_MIXERS['L'].get(k) != v}
+
+
 def scaling_title(result: Dict[str, object]) -> str:
     """The plot title of a saved ``models`` result: model (+ head), dtype, L options, batch, device, CUDA graphs."""
     a, machine = result['args'], result.get('machine', {})
@@ -54,7 +65,7 @@ def scaling_title(result: Dict[str, object]) -> str:
     where = machine.get('cuda_device') or (f'{a["device"]} ({machine.get("threads")} threads'
                                            f'{malloc_note(malloc["applied"], torch.device("cpu")) if malloc else ""})')
     graph = ', CUDA graphs' if a.get('cuda_graph') else ''
-    linear = ''.join(f', L {k}={v}' for k, v in (result['entries'][-1]['kwargs'].get('linear_cfg') or {}).items())
+    linear = ''.join(f', L {k}={v}' for k, v in linear_options(result['entries'][-1]['kwargs']).items())
     head = ' + DPT head' if result['entries'][0].get('head') else ''
     return (f'{result["entries"][0]["kwargs"]["model_name"]}{head}, {a["dtype"]}{linear}, batch {a["batch"]}, '
             f'{where}{graph}')

@@ -7,8 +7,8 @@ import torch
 from mmengine.model import BaseModel
 
 from jetvit_mm.distill import get_loss
+from jetvit_mm.distill.distiller import Distiller
 from jetvit_mm.distill.fsdp2 import meta_parameters, own_init_modules
-from jetvit_mm.distill.losses import distill_loss
 from jetvit_mm.models.jetvit import JetViT
 
 from .registry import MODELS
@@ -88,13 +88,18 @@ class FeatureDistiller(BaseModel):
         return state, own_init_modules(self, [name for name in params if name not in state])
 
     def extract_feat(self, model: JetViT, inputs: torch.Tensor) -> List[torch.Tensor]:
-        return model.forward_intermediates(inputs, self.distill_indices, norm=True, output_fmt='NLC')
+        return self.objective.features(model, inputs)
+
+    @property
+    def objective(self) -> Distiller:
+        """The pure :class:`~jetvit_mm.distill.distiller.Distiller` on this model's teacher and student with its loss
+        settings: the one distillation objective (a view made on each call, so it always holds the current modules
+        and settings, and stays out of this model's state dict)."""
+        return Distiller(self.teacher, self.student, self.distill_indices, self.loss_name, self.loss_cfg,
+                         self.loss_weight)
 
     def loss(self, inputs: torch.Tensor) -> Dict[str, torch.Tensor]:
-        with torch.no_grad():
-            targets = self.extract_feat(self.teacher, inputs)
-        features = self.extract_feat(self.student, inputs)
-        return dict(loss_distill=self.loss_weight * distill_loss(self.loss_name, features, targets, self.loss_cfg))
+        return dict(loss_distill=self.objective(inputs))
 
     def forward(self, inputs: torch.Tensor, data_samples: Optional[list] = None,
                 mode: str = 'tensor') -> Union[Dict[str, torch.Tensor], List[torch.Tensor]]:

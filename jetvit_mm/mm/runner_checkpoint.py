@@ -1,17 +1,19 @@
 """Where a JetViT sits inside an mmengine runner checkpoint, and which spec it was saved with.
 
 A distiller holds its JetViT under ``student.`` (next to ``teacher.``), a segmentor, depth estimator or detector
-under ``backbone.``. Its spec is in the state dict (``<prefix>_extra_state``), else in the meta the
-:class:`~jetvit_mm.mm.hooks.ArchSpecHook` writes, else (checkpoints written before specs existed) in the run's saved
-config text, read literal-only (:mod:`jetvit_mm.mm.config_text`), never run.
+under ``backbone.``. Its spec is read from the state dict (``<prefix>_extra_state``) alone. A checkpoint written
+before specs existed, whose saved config text (read literal-only, :mod:`jetvit_mm.mm.config_text`, never run) names a
+hybrid arch, is refused naming the one-time converter (``tools/upgrade_checkpoint.py``, which writes that spec into
+its state dict).
 """
 import warnings
 from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from jetvit_mm.models.arch import ArchSpec, mixer_table_of, spec_from_meta, spec_from_state
+from jetvit_mm.models.arch import UPGRADE_HINT, ArchSpec, mixer_table_of, spec_from_state
 from jetvit_mm.models.checkpoints import strip_prefix
+from jetvit_mm.models.checkpoints.legacy import legacy_build_args
 from jetvit_mm.models.supernet import parse_search_space, step2_search_space
 from jetvit_mm.models.teachers import teacher_depth
 
@@ -37,7 +39,7 @@ def saved_model_config(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 def legacy_spec(meta: Dict[str, Any], name: str) -> Optional[ArchSpec]:
     """The spec of the JetViT ``name`` (``'student'``, ``'backbone'``) from a runner checkpoint's saved config, for
-    checkpoints written before specs existed; None when the config names no arch (a teacher)."""
+    checkpoints written before specs existed (for the converter); None when the config names no arch (a teacher)."""
     model = saved_model_config(meta)
     if model is None:
         return None
@@ -46,6 +48,7 @@ def legacy_spec(meta: Dict[str, Any], name: str) -> Optional[ArchSpec]:
         cfg = model  # its JetViT arguments sit at the top level
     if not isinstance(cfg, dict):
         return None
+    cfg = legacy_build_args(cfg)  # window_size / linear_cfg / window_kernel of old configs as a mixer table
     if str(cfg.get('type', '')).split('.')[-1] == 'JetViTSupernet':
         letters = mixer_table_of(cfg).letters
         space = cfg.get('search_space') or mixer_table_of(cfg).efficient_letters
@@ -60,13 +63,16 @@ def legacy_spec(meta: Dict[str, Any], name: str) -> Optional[ArchSpec]:
 
 def saved_spec(state: StateDict, meta: Dict[str, Any], prefix: str, source: str = 'checkpoint'
                ) -> Optional[ArchSpec]:
-    """The spec of the JetViT under ``prefix`` (``'backbone.'``) of a runner checkpoint: its state dict's, its
-    meta's, or its saved config's."""
-    name = prefix.rstrip('.')
-    for found in (spec_from_state(state, prefix, source), spec_from_meta(meta, name, source)):
-        if found is not None:
-            return found
-    return legacy_spec(meta, name)
+    """The spec of the JetViT under ``prefix`` (``'backbone.'``) of a runner checkpoint: its state dict's. None when
+    it holds none and its saved config names no hybrid (a teacher); a hybrid without one is refused (the converter
+    writes it)."""
+    found = spec_from_state(state, prefix, source)
+    if found is None:
+        legacy = legacy_spec(meta, prefix.rstrip('.'))
+        if legacy is not None and not legacy.is_teacher:
+            raise ValueError(f'{source}: a checkpoint of the old format, its JetViT under {prefix!r} '
+                             f'({legacy.describe()}) without an arch spec in its state dict; {UPGRADE_HINT}')
+    return found
 
 
 def runner_jetvit_part(state: StateDict, meta: Dict[str, Any], path: str

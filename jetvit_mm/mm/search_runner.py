@@ -16,7 +16,6 @@ from jetvit_mm.distill.losses import distill_loss
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec, mixer_table_of
 from jetvit_mm.models.checkpoints import strip_prefix
 from jetvit_mm.models.jetvit import JetViT
-from jetvit_mm.models.mixers.table import MixerTable
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
@@ -55,8 +54,8 @@ EVALUATOR_METRICS = {
     'CocoMetric': lambda cfg: [f'coco/{kind}_{name}' for kind in _names(cfg.get('metric', ['bbox']))
                                for name in ('mAP', 'mAP_50', 'mAP_75', 'mAP_s', 'mAP_m', 'mAP_l')],
 }
-BACKBONE_KEYS = ('model_name', 'window_size', 'linear_cfg', 'embed_dim', 'depth', 'num_heads', 'qkv_bias',
-                 'pos_embed_interp', 'out_indices', 'window_kernel', 'mixers')
+BACKBONE_KEYS = ('model_name', 'embed_dim', 'depth', 'num_heads', 'qkv_bias', 'pos_embed_interp', 'out_indices',
+                 'mixers')
 
 
 def check_metric(metric: str, evaluator_cfg: Optional[dict]) -> bool:
@@ -86,9 +85,7 @@ def backbone_args(cfg: Config) -> dict:
 
 def declared_letters(cfg: Config) -> str:
     """The mixer letters the config's backbone declares (its ``mixers``, default F, L, W), read without building it."""
-    args = backbone_args(cfg)
-    return MixerTable.from_args(args.get('mixers'), args.get('window_size'), args.get('linear_cfg'),
-                                args.get('window_kernel')).letters
+    return mixer_table_of(cfg.model.backbone).letters  # refuses the removed window_size / linear_cfg / window_kernel
 
 
 def check_trained_spec(trained: Optional[ArchSpec], built: ArchSpec, path: str) -> None:

@@ -5,7 +5,11 @@ W and F layers have the same parameters, and the W window and the L options have
 alone cannot say what a model computes. An :class:`ArchSpec` does: every JetViT saves its spec in its state dict
 (key :data:`SPEC_KEY`, a uint8 tensor of JSON, through torch's ``get_extra_state``), so it survives
 ``weights_only`` loads, safetensors, prefixes and key renaming, and every load compares it with the model's own
-(:func:`check_spec`). Per letter it records the registered type and its options
+(:func:`check_spec`). The state dict is the one place a spec is read from (:func:`spec_from_state`); the copy
+the runner and the exports also write into a checkpoint's meta (:data:`SPEC_META_KEY`) is for people and other tools.
+Files of older formats (a version-1 spec, an export's ``meta['jetvit_arch']``, a runner checkpoint without a spec)
+are refused with the one-time converter to run: ``python tools/upgrade_checkpoint.py OLD NEW``
+(:mod:`jetvit_mm.models.checkpoints.legacy`). Per letter it records the registered type and its options
 (:meth:`~jetvit_mm.models.mixers.MixerEntry.spec_options`: the one place that excludes deployment switches and
 initialisations, ``precision``, ``kernel_init``, ...).
 """
@@ -17,14 +21,17 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import torch
 
 from .mixers import DEFAULT_MIXERS, MixerTable, option_name
+from .mixers.table import REMOVED_ARGUMENTS, refuse_removed_arguments
 
-__all__ = ['SPEC_KEY', 'SPEC_META_KEY', 'ArchSpec', 'check_spec', 'mixer_table_of', 'spec_from_meta',
+__all__ = ['SPEC_KEY', 'SPEC_META_KEY', 'UPGRADE_HINT', 'ArchSpec', 'check_spec', 'mixer_table_of',
            'spec_from_state']
 
 SPEC_KEY = '_extra_state'  # torch's name for a module's extra state in its state dict
-SPEC_META_KEY = 'jetvit_specs'  # checkpoint meta: {module name ('' for a bare JetViT): spec dict}
+SPEC_META_KEY = 'jetvit_specs'  # checkpoint meta: {module name ('' for a bare JetViT): spec dict}; written, not read
 _FORMAT = 'jetvit_arch_spec'
-_VERSION = 2  # 2: a type and options per letter ('mixers'); 1: options only, the letters L, W, F of the default table
+_VERSION = 2  # 2: a type and options per letter ('mixers'); 1 (options only): tools/upgrade_checkpoint.py
+UPGRADE_HINT = ('convert the file once with `python tools/upgrade_checkpoint.py OLD.pth NEW.pth` (it writes the arch '
+                'spec into the state dict, the one place it is read from)')
 
 
 def _frozen(options: Optional[Mapping[str, Mapping[str, Any]]]) -> Optional[Mapping[str, Mapping[str, Any]]]:
@@ -35,23 +42,12 @@ def _frozen(options: Optional[Mapping[str, Mapping[str, Any]]]) -> Optional[Mapp
 
 
 def mixer_table_of(build_args: Optional[Mapping[str, Any]]) -> MixerTable:
-    """The mixer table a model built with ``build_args`` (its ``mixers``, ``window_size``, ``linear_cfg``,
-    ``window_kernel``) declares."""
+    """The mixer table a model built with ``build_args`` (its ``mixers``) declares; TypeError naming the ``mixers=``
+    form for an argument that no longer sets a mixer option (``window_size``, ``linear_cfg``, ``window_kernel``)."""
     args = build_args or {}
-    return MixerTable.from_args(args.get('mixers'), args.get('window_size'), args.get('linear_cfg'),
-                                args.get('window_kernel'))
-
-
-def _v1_mixers(options: Optional[Mapping[str, Mapping[str, Any]]]) -> Optional[Dict[str, Dict[str, Any]]]:
-    """A version-1 spec's options (``window_size``, ``linear_cfg.<key>`` of the default L, W, F) as a table."""
-    if options is None:
-        return None
-    out = {}
-    for letter, values in options.items():
-        entry = dict(type=DEFAULT_MIXERS[letter]['type'])
-        entry.update({k.split('.', 1)[1] if k.startswith('linear_cfg.') else k: v for k, v in values.items()})
-        out[letter] = entry
-    return out
+    refuse_removed_arguments('model', {k: args[k] for k in REMOVED_ARGUMENTS if args.get(k) is not None},
+                             args.get('mixers'))
+    return MixerTable.from_args(args.get('mixers'))
 
 
 def _spec_bytes(tensor: torch.Tensor, source: str) -> torch.Tensor:
@@ -96,9 +92,8 @@ class ArchSpec:
     @classmethod
     def build(cls, model_name: Optional[str], build_args: Optional[Mapping[str, Any]], arch: Optional[str] = None,
               search_space: Optional[Sequence[str]] = None) -> 'ArchSpec':
-        """The spec of a model built with ``build_args`` (its mixer table: ``mixers`` and the shorthands
-        ``window_size``, ``linear_cfg``, ``window_kernel``) and ``arch`` (or ``search_space``): the type and options
-        of every letter it uses, defaults filled in."""
+        """The spec of a model built with ``build_args`` (its mixer table, ``mixers``) and ``arch`` (or
+        ``search_space``): the type and options of every letter it uses, defaults filled in."""
         letters = arch if arch is not None else ''.join(search_space or ())
         return cls(model_name, arch, tuple(search_space) if search_space is not None else None,
                    mixer_table_of(build_args).spec_entries(letters))
@@ -135,11 +130,11 @@ class ArchSpec:
         if not isinstance(data, dict) or data.get('format') != _FORMAT:
             raise ValueError(f'{source}: not a JetViT arch spec: {str(data)[:200]!r}')
         if data.get('version') == 1:  # written before letters were declared: the default table's L, W, F
-            return cls(data.get('model_name'), data.get('arch'), data.get('search_space'),
-                       _v1_mixers(data.get('options')))
+            raise ValueError(f'{source}: holds an arch spec of version 1 (written before the mixer table); '
+                             f'{UPGRADE_HINT}')
         if data.get('version') != _VERSION:
             raise ValueError(f'{source}: arch spec version {data.get("version")!r}; this jetvit_mm reads '
-                             f'versions 1 and {_VERSION}')
+                             f'version {_VERSION}')
         return cls(data.get('model_name'), data.get('arch'), data.get('search_space'), data.get('mixers'))
 
     def to_tensor(self) -> torch.Tensor:
@@ -178,7 +173,7 @@ class ArchSpec:
 
     def option_differences(self, other: 'ArchSpec') -> Dict[str, Tuple[Any, Any]]:
         """``{option: (this value, other value)}`` for the options of this spec's letters that differ, named as a
-        user sets them (``window_size``, ``linear_cfg.conv``, ``mixers.P.pool_size``; none when either side does
+        user sets them (``mixers.W.window_size``, ``mixers.L.conv``, ``mixers.P.pool_size``; none when either side does
         not know its table). A letter of another type differs in ``mixers.<letter>.type``."""
         if self.mixers is None or other.mixers is None:
             return {}
@@ -241,18 +236,3 @@ def spec_from_state(state: Mapping[str, Any], prefix: str = '', source: str = 'c
     """The spec a state dict holds for the JetViT under ``prefix`` (``''``, ``'backbone.'``, ...), or None."""
     tensor = state.get(prefix + SPEC_KEY)
     return None if tensor is None else ArchSpec.from_tensor(tensor, source)
-
-
-def spec_from_meta(meta: Mapping[str, Any], name: str = '', source: str = 'checkpoint') -> Optional[ArchSpec]:
-    """The spec a checkpoint's meta names for its JetViT ``name`` (``''`` for a bare JetViT file, ``'backbone'``,
-    ``'student'``, ...), or None. Older exports named only ``jetvit_arch`` (and ``build_args``)."""
-    specs = meta.get(SPEC_META_KEY)
-    if isinstance(specs, dict) and name in specs:
-        return ArchSpec.from_dict(specs[name], source)
-    arch = meta.get('jetvit_arch')
-    if not isinstance(arch, str):
-        return None
-    args = meta.get('build_args')
-    if isinstance(args, dict):
-        return ArchSpec.build(args.get('model_name'), args, arch=arch)
-    return ArchSpec(None, arch)

@@ -97,7 +97,7 @@ class JetViTDepthAnything(nn.Module):
         input_size: :meth:`infer`'s short-side target (518 in DepthAnythingV2).
         frozen: no gradients and always eval mode (a teacher).
         **backbone_kwargs: further :class:`~jetvit_mm.models.jetvit.JetViT` arguments (``out_indices``,
-            ``window_size``, ``linear_cfg``, ``embed_dim``, ``depth``, ``num_heads``, ...).
+            ``mixers``, ``embed_dim``, ``depth``, ``num_heads``, ...).
     """
 
     def __init__(self, model_name: str = 'dinov2_vitl14', arch: Optional[str] = None,

@@ -9,7 +9,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from .arch import SPEC_KEY, ArchSpec, check_spec
 from .checkpoints import check_state_keys, jetvit_part, read_checkpoint, strip_prefix, to_jetvit_names
-from .mixers import MixerTable, validate_arch
+from .mixers import MixerTable, refuse_removed_arguments, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .rope_grid import rope_embed_for_grid
 from .teachers import create_teacher, layer_scale, teacher_qkv
@@ -67,19 +67,19 @@ class JetViT(nn.Module):
             ``eva02_base_patch14_224``).
         arch: one letter per layer, each declared in ``mixers`` (default L linear, W window, F full attention).
         mixers: the declared letters, letter -> ``dict(type=<registered mixer type>, **options)``; default
-            :data:`~jetvit_mm.models.mixers.DEFAULT_MIXERS` (L, W, F). ``window_size``, ``window_kernel`` and
-            ``linear_cfg`` are shorthands for options of its W and L entries.
+            :data:`~jetvit_mm.models.mixers.DEFAULT_MIXERS` (L, W, F). The one way to set a mixer option, e.g. the W
+            window (``mixers.W.window_size``, in patches), the L options (``mixers.L.conv``, ``kernel_size``,
+            ``focusing``, ...) and the implementation switches ``mixers.L.kernel`` / ``mixers.W.kernel``
+            (``'auto'``, ``'torch'``, ``'compile'``, ``'triton'`` / ``'flex'``; deployment switches: same
+            computation, other rounding); :func:`~jetvit_mm.models.mixers.default_mixers` writes the default table
+            with some options changed. The former arguments ``window_size``, ``linear_cfg`` and ``window_kernel``
+            are refused with the ``mixers=`` table that replaces them.
         checkpoint: local weights in any supported format (official DINOv3, timm, Hugging Face DINOv3,
             DepthAnythingV2, JetViT's own), loaded strictly and safely.
         inherit: ``'all'`` keeps the checkpoint's q/k/v/o in every mixer; ``'mlp'`` re-initialises them in
             non-F layers (the paper's comparison).
         out_indices: layers whose outputs ``forward`` returns (negative counts from the end); default: the
             last layer for DINOv3, DepthAnythingV2's tapped layers for DINOv2.
-        window_size: W mixers' window, in patches.
-        linear_cfg: L mixers' options (``conv``, ``kernel_size``, ``reduction``, ``focusing``, ..., and the
-            implementation switch ``kernel``: ``'auto'`` (default), ``'torch'``, ``'compile'``, ``'triton'``).
-        window_kernel: W mixers' implementation: ``'auto'`` (default), ``'torch'``, ``'compile'``, ``'flex'``
-            (:mod:`~jetvit_mm.models.mixers.kernels`; a deployment switch: same computation, other rounding).
         frozen: no gradients and always eval mode (linear probing).
         grad_checkpointing: recompute each block's activations in the backward pass instead of keeping them
             (torch's non-reentrant activation checkpointing, per block): same gradients, less memory, one more
@@ -103,8 +103,6 @@ class JetViT(nn.Module):
             checkpoint: Optional[Union[str, Path]] = None,
             inherit: str = 'all',
             out_indices: Optional[Sequence[int]] = None,
-            window_size: Optional[int] = None,
-            linear_cfg: Optional[dict] = None,
             frozen: bool = False,
             drop_path_rate: float = 0.,
             embed_dim: Optional[int] = None,
@@ -113,25 +111,25 @@ class JetViT(nn.Module):
             qkv_bias: Optional[bool] = None,
             pos_embed_interp: Optional[str] = None,
             rope_periods: str = 'checkpoint',
-            window_kernel: Optional[str] = None,
             mixers: Optional[Dict[str, Dict[str, Any]]] = None,
             grad_checkpointing: bool = False,
+            **removed: Any,
     ) -> None:
         super().__init__()
+        refuse_removed_arguments(type(self).__name__, removed, mixers)
         if inherit not in INHERIT:
             raise ValueError(f'unknown inherit {inherit!r}; valid: {", ".join(INHERIT)}')
         if rope_periods not in ROPE_PERIODS:
             raise ValueError(f'unknown rope_periods {rope_periods!r}; valid: {", ".join(ROPE_PERIODS)}')
         if pos_embed_interp is not None and pos_embed_interp not in POS_EMBED_INTERP:
             raise ValueError(f'unknown pos_embed_interp {pos_embed_interp!r}; valid: {", ".join(POS_EMBED_INTERP)}')
-        table = MixerTable.from_args(mixers, window_size, linear_cfg, window_kernel)
+        table = MixerTable.from_args(mixers)
         overrides = {k: v for k, v in dict(embed_dim=embed_dim, depth=depth, num_heads=num_heads,
                                             qkv_bias=qkv_bias).items() if v is not None}
         teacher, variant = create_teacher(model_name, drop_path_rate, **overrides)
-        self.build_args = dict(model_name=model_name, out_indices=out_indices, window_size=window_size,
-                               linear_cfg=linear_cfg, drop_path_rate=drop_path_rate, embed_dim=embed_dim, depth=depth,
-                               num_heads=num_heads, qkv_bias=qkv_bias, pos_embed_interp=pos_embed_interp,
-                               rope_periods=rope_periods, window_kernel=window_kernel, mixers=mixers)
+        self.build_args = dict(model_name=model_name, out_indices=out_indices, drop_path_rate=drop_path_rate,
+                               embed_dim=embed_dim, depth=depth, num_heads=num_heads, qkv_bias=qkv_bias,
+                               pos_embed_interp=pos_embed_interp, rope_periods=rope_periods, mixers=mixers)
         self.model_name = model_name
         self.family = variant.family if variant is not None else type(teacher).__name__
         self.embed_dim = teacher.embed_dim

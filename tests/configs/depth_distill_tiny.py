@@ -6,7 +6,8 @@ _base_ = ['../../configs/_base_/default_runtime.py']  # mmseg's runtime, the plu
 data_root = 'data/tiny_nyu'
 crop_size = (56, 70)
 backbone = dict(model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2, out_indices=(0, 1, 2, 3),
-                window_size=2)
+                mixers=dict(L=dict(type='LinearAttention', conv='squeeze'),
+                            W=dict(type='WindowAttention', window_size=2), F=dict(type='FullAttention')))
 model = dict(
     type='FeatureDistiller',
     data_preprocessor=dict(_base_.data_preprocessor, size=crop_size),

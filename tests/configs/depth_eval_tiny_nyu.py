@@ -10,7 +10,8 @@ _base_ = ['../../configs/_base_/default_runtime.py']  # mmseg's runtime, the plu
 data_root = 'data/tiny_nyu'
 input_size = 56  # DepthAnythingV2 uses 518: short side resized to it, both sides multiples of 14
 backbone = dict(model_name='dinov2_vits14', embed_dim=32, depth=4, num_heads=2, out_indices=(0, 1, 2, 3),
-                window_size=2)
+                mixers=dict(L=dict(type='LinearAttention', conv='squeeze'),
+                            W=dict(type='WindowAttention', window_size=2), F=dict(type='FullAttention')))
 head = dict(in_channels=32, features=16, out_channels=[8, 16, 32, 32])
 model = dict(
     type='DepthEstimator',

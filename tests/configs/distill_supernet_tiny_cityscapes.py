@@ -7,7 +7,9 @@ _base_ = [
 
 data_root = 'data/tiny_cityscapes'
 crop_size = (64, 128)
-backbone = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2, window_size=4)
+backbone = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
+                mixers=dict(L=dict(type='LinearAttention', conv='squeeze'),
+                            W=dict(type='WindowAttention', window_size=4), F=dict(type='FullAttention')))
 model = dict(
     type='FeatureDistiller',
     data_preprocessor=dict(_base_.data_preprocessor, size=crop_size),

@@ -2,7 +2,9 @@
 # 17, 23, after the final norm), MSE: frozen teacher, Step-1 supernet student ({L, W} per layer) inheriting every
 # teacher weight, so only the teacher checkpoint is given:
 #   --cfg-options model.teacher.checkpoint=/path/depth_anything_v2_vitl.pth
-backbone = dict(model_name='dinov2_vitl14', window_size=16, linear_cfg=dict(conv='squeeze', kernel_size=3))
+backbone = dict(model_name='dinov2_vitl14',
+                mixers=dict(L=dict(type='LinearAttention', conv='squeeze', kernel_size=3),
+                            W=dict(type='WindowAttention', window_size=16), F=dict(type='FullAttention')))
 model = dict(
     type='FeatureDistiller',
     data_preprocessor=dict(test_cfg=dict(size_divisor=14)),  # test images padded to whole patches

@@ -2,7 +2,9 @@
 # the last layer after the final norm (what the linear probe reads). The student inherits every teacher
 # weight, so only the teacher checkpoint is given:
 #   --cfg-options model.teacher.checkpoint=/path/to/dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth
-backbone = dict(model_name='dinov3_vitb16', window_size=16, linear_cfg=dict(conv='squeeze', kernel_size=3))
+backbone = dict(model_name='dinov3_vitb16',
+                mixers=dict(L=dict(type='LinearAttention', conv='squeeze', kernel_size=3),
+                            W=dict(type='WindowAttention', window_size=16), F=dict(type='FullAttention')))
 model = dict(
     type='FeatureDistiller',
     # the experiment adds ../default_runtime.py's ImageNet normalisation and its crop size (mmseg pads to it)

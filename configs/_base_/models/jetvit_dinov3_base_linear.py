@@ -9,8 +9,8 @@
 # A searched hybrid instead of the teacher: its arch string (one L/W/F letter per layer, 12 here) and
 # the checkpoint tools/export_hybrid.py wrote:
 #   --cfg-options model.backbone.arch=LLWLFWLLWLFL model.backbone.checkpoint=/path/exported_hybrid.pth
-# (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones, one key at a time:
-# model.backbone.linear_cfg.conv=static; a dict(...) value does not parse).
+# (also pass the supernet's mixer options if it used non-default ones, one key at a time:
+# model.backbone.mixers.W.window_size=8 model.backbone.mixers.L.conv=static; a dict(...) value does not parse).
 model = dict(
     type='EncoderDecoder',
     data_preprocessor=dict(  # + the ImageNet normalisation of ../default_runtime.py (the experiment joins them)
@@ -24,6 +24,8 @@ model = dict(
         arch=None,  # None = 'F' * 12: the DINOv3 teacher itself
         checkpoint=None,
         out_indices=(-1, ),
+        mixers=dict(L=dict(type='LinearAttention', conv='squeeze'), W=dict(type='WindowAttention', window_size=16),
+                    F=dict(type='FullAttention')),  # the mixer table: its options are set here
         frozen=True),
     decode_head=dict(
         type='LinearProbeHead',

@@ -10,8 +10,8 @@
 # the checkpoint tools/export_hybrid.py wrote:
 #   --cfg-options model.backbone.arch=LWLLWLWLLWLWLLFLWLWLWLFW model.backbone.checkpoint=/path/exported_hybrid.pth
 # (this example string has F at layers 14 and 22 (0-based), the paper's DINOv3-L placement; write your search's.)
-# (also pass model.backbone.window_size / linear_cfg if the supernet used non-default ones, one key at a time:
-# model.backbone.linear_cfg.conv=static; a dict(...) value does not parse).
+# (also pass the supernet's mixer options if it used non-default ones, one key at a time:
+# model.backbone.mixers.W.window_size=8 model.backbone.mixers.L.conv=static; a dict(...) value does not parse).
 model = dict(
     type='EncoderDecoder',
     data_preprocessor=dict(  # + the ImageNet normalisation of ../default_runtime.py (the experiment joins them)
@@ -25,6 +25,8 @@ model = dict(
         arch=None,  # None = 'F' * 24: the DINOv3 teacher itself
         checkpoint=None,
         out_indices=(-1, ),
+        mixers=dict(L=dict(type='LinearAttention', conv='squeeze'), W=dict(type='WindowAttention', window_size=16),
+                    F=dict(type='FullAttention')),  # the mixer table: its options are set here
         frozen=True),
     decode_head=dict(
         type='LinearProbeHead',

@@ -4,7 +4,9 @@
 # end to end) and of its linear probe (backbone frozen). The distillation configs use `backbone` for both students.
 num_classes = 19  # the Cityscapes classes; the context task uses train ids 0..7
 embed_dim = 64
-backbone = dict(model_name='dinov3_vits16', embed_dim=embed_dim, depth=12, num_heads=4, window_size=2)
+backbone = dict(model_name='dinov3_vits16', embed_dim=embed_dim, depth=12, num_heads=4,
+                mixers=dict(L=dict(type='LinearAttention', conv='squeeze'),
+                            W=dict(type='WindowAttention', window_size=2), F=dict(type='FullAttention')))
 model = dict(
     type='EncoderDecoder',
     # + the ImageNet normalisation of ../default_runtime.py (the experiment joins them); the task's image size

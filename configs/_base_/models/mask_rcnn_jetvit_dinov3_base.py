@@ -20,7 +20,8 @@ model = dict(
         model_name='dinov3_vitb16',
         arch='F' * depth,  # the DINOv3 teacher itself
         checkpoint=None,
-        window_size=16,
+        mixers=dict(L=dict(type='LinearAttention', conv='squeeze'), W=dict(type='WindowAttention', window_size=16),
+                    F=dict(type='FullAttention')),
         drop_path_rate=0.1,
         out_indices=(-1, )),
     neck=dict(

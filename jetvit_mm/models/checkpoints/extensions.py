@@ -5,7 +5,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from ..arch import ArchSpec, spec_from_meta, spec_from_state
+from ..arch import ArchSpec, spec_from_state
+from .legacy import refuse_legacy_meta
 
 StateDict = Dict[str, torch.Tensor]
 # (state dict, meta, path) -> (the JetViT's weights, the spec they were saved with) or None (not such a checkpoint)
@@ -37,9 +38,11 @@ def register_jetvit_reader(reader: JetViTReader) -> None:
 
 def jetvit_part(state: StateDict, meta: Dict[str, Any], path: str) -> Tuple[StateDict, Optional[ArchSpec]]:
     """The JetViT weights of a loaded checkpoint and the spec they were saved with (None: not known, e.g. a
-    teacher file): a registered reader's answer, else the state itself with the spec of its state dict or meta."""
+    teacher file): a registered reader's answer, else the state itself with the spec of its state dict (an export
+    of the old format, its arch only in its meta, is refused naming the converter)."""
     for reader in _JETVIT_READERS:
         found = reader(state, meta, path)
         if found is not None:
             return found
-    return state, spec_from_state(state, source=path) or spec_from_meta(meta, source=path)
+    refuse_legacy_meta(state, meta, path)
+    return state, spec_from_state(state, source=path)

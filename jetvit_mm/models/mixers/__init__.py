@@ -17,7 +17,7 @@ from .full import FullAttention
 from .linear import LinearAttention
 from .registry import MIXER_REGISTRY, MixerRegistry, register_mixer
 from .squeeze_conv import CONV_VARIANTS, SqueezeDynamicConv, StaticDepthwiseConv, TokenDynamicConv
-from .table import DEFAULT_MIXERS, MixerEntry, MixerTable, option_name
+from .table import DEFAULT_MIXERS, MixerEntry, MixerTable, default_mixers, option_name, refuse_removed_arguments
 from .window import WindowAttention
 
 for _cls in (FullAttention, WindowAttention, LinearAttention):
@@ -68,18 +68,15 @@ def build_mixer(
         rotate_half: bool = True,
         attn_drop: float = 0.,
         proj_drop: float = 0.,
-        window_size: Optional[int] = None,
-        linear_cfg: Optional[Dict[str, Any]] = None,
-        window_kernel: Optional[str] = None,
         mixers: Optional[Dict[str, Dict[str, Any]]] = None,
 ) -> nn.Module:
-    """Build the mixer for ``letter`` of the table ``mixers`` (default: L, W, F), with the shorthands
-    ``window_size`` / ``window_kernel`` (W) and ``linear_cfg`` (L).
+    """Build the mixer for ``letter`` of the table ``mixers`` (default: L, W, F; options are set there, e.g.
+    ``mixers=default_mixers(W=dict(window_size=8))``).
 
     Every declared letter is checked (options and contract), whatever ``letter``, so a typo never hides behind an
     arch without L or W layers until a search or a later arch reaches one.
     """
-    table = MixerTable.from_args(mixers, window_size, linear_cfg, window_kernel)
+    table = MixerTable.from_args(mixers)
     common = dict(dim=dim, num_heads=num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias,
                   num_prefix_tokens=num_prefix_tokens, rotate_half=rotate_half, attn_drop=attn_drop,
                   proj_drop=proj_drop)
@@ -89,14 +86,13 @@ def build_mixer(
 
 def _table_of(args: Optional[Dict[str, Any]]) -> MixerTable:
     args = args or {}
-    return MixerTable.from_args(args.get('mixers'), args.get('window_size'), args.get('linear_cfg'),
-                                args.get('window_kernel'))
+    return MixerTable.from_args(args.get('mixers'))
 
 
 def mixing_args(args: Optional[Dict[str, Any]], letters: str = 'LW') -> Dict[str, Any]:
     """What the ``letters`` layers of a model built with ``args`` compute beyond their parameters, named as a user
-    sets them (``window_size``, ``linear_cfg.<key>``, ``mixers.<letter>.<key>``), defaults filled in. Deployment
-    switches that change only rounding (``linear_cfg.precision``, ``linear_cfg.kernel``, the W ``window_kernel``)
+    sets them (``mixers.<letter>.<key>``), defaults filled in. Deployment
+    switches that change only rounding (``mixers.L.precision``, ``mixers.L.kernel``, ``mixers.W.kernel``)
     and initialisations are not part of it (:meth:`MixerEntry.spec_options`)."""
     table = _table_of(args)
     out: Dict[str, Any] = {}
@@ -118,5 +114,6 @@ __all__ = [
     'CONV_VARIANTS', 'COMMON_ARGS', 'DEFAULT_MIXERS', 'INHERITS', 'LINEAR_CFG_KEYS', 'MIXERS', 'MIXER_REGISTRY',
     'FullAttention', 'LinearAttention', 'MixerContractError', 'MixerEntry', 'MixerRegistry', 'MixerTable',
     'SqueezeDynamicConv', 'StaticDepthwiseConv', 'TokenDynamicConv', 'TokenMixer', 'WindowAttention', 'build_mixer',
-    'get_mixer_cls', 'mixing_args', 'mixing_differences', 'option_name', 'register_mixer', 'validate_arch',
+    'default_mixers', 'get_mixer_cls', 'mixing_args', 'mixing_differences', 'option_name', 'refuse_removed_arguments',
+    'register_mixer', 'validate_arch',
 ]

@@ -35,7 +35,7 @@ def _takes_any_keyword(cls: type) -> bool:
 def check_class(letter: str, type_name: str, cls: type, options: Mapping[str, Any],
                 option_names: Optional[Mapping[str, str]] = None) -> None:
     """Check what can be checked without building: ``inherits``, the constructor's and ``forward``'s signatures and
-    the options given. ``option_names`` shows an option as the user wrote it (``linear_cfg.conv``)."""
+    the options given. ``option_names`` shows an option as the user wrote it (``mixers.L.conv``)."""
     what = _what(letter, type_name)
     shown = dict(option_names or {})
     if getattr(cls, 'inherits', None) not in INHERITS:
@@ -53,8 +53,6 @@ def check_class(letter: str, type_name: str, cls: type, options: Mapping[str, An
         unknown = [k for k in options if k not in own]
         if unknown:
             names = [shown.get(k, k) for k in unknown]
-            if all(n.startswith('linear_cfg.') for n in names):  # the L shorthand: named as before
-                raise TypeError(f'{what}: unknown linear_cfg key(s) {unknown}; valid keys: {list(own)}')
             raise TypeError(f'{what}: unknown option(s) {names}; valid options: {[shown.get(k, k) for k in own]}')
     required = [k for k, p in own.items() if p.default is inspect.Parameter.empty and k not in options]
     if required:

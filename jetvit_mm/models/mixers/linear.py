@@ -90,7 +90,7 @@ class LinearAttention(TokenMixer):
             raise ValueError(f'unknown precision {precision!r}; valid: {", ".join(repr(p) for p in PRECISIONS)}')
         self.focusing = focusing
         self.precision = precision
-        self.kernel = check_kernel(kernel, LINEAR_KERNELS, 'linear_cfg.kernel')
+        self.kernel = check_kernel(kernel, LINEAR_KERNELS, 'mixers.L.kernel')
         self.rope_numerator = rope_numerator
         self.eps = eps
         self.conv = build_value_conv(conv, dim, kernel_size, reduction, kernel_init)

@@ -1,5 +1,5 @@
-"""The letters a model declares: letter -> registered mixer type and its options (``mixers=``), with today's three as
-the default and ``window_size`` / ``linear_cfg`` / ``window_kernel`` as shorthands for the W and L entries."""
+"""The letters a model declares: letter -> registered mixer type and its options (``mixers=``, the one way to set a
+mixer option), with today's three as the default."""
 import copy
 import inspect
 import json
@@ -14,7 +14,8 @@ from .contract import MixerContractError, check_class, own_parameters, probe_fai
 from .full import FullAttention
 from .registry import MIXER_REGISTRY
 
-__all__ = ['DEFAULT_MIXERS', 'MixerEntry', 'MixerTable', 'option_name']
+__all__ = ['DEFAULT_MIXERS', 'REMOVED_ARGUMENTS', 'MixerEntry', 'MixerTable', 'default_mixers', 'option_name',
+           'refuse_removed_arguments']
 
 DEFAULT_MIXERS: Dict[str, Dict[str, Any]] = {
     'L': dict(type='LinearAttention', conv='squeeze'),
@@ -22,20 +23,52 @@ DEFAULT_MIXERS: Dict[str, Dict[str, Any]] = {
     'F': dict(type='FullAttention'),
 }
 FULL = 'F'  # the teacher's attention: the all-F arch is the teacher
-# (shorthand argument, letter, type, option): the arguments JetViT took before letters were declared
-SHORTHANDS = (('window_size', 'W', 'WindowAttention', 'window_size'),
-              ('window_kernel', 'W', 'WindowAttention', 'kernel'))
-LINEAR_SHORTHAND = ('linear_cfg', 'L', 'LinearAttention')  # linear_cfg.<key>: option <key> of L
+# the model arguments that set mixer options before the mixer table was the one way: argument -> (letter, option);
+# linear_cfg (None) held L options by their own names
+REMOVED_ARGUMENTS: Dict[str, Tuple[str, Optional[str]]] = {
+    'window_size': ('W', 'window_size'), 'window_kernel': ('W', 'kernel'), 'linear_cfg': ('L', None)}
 
 
 def option_name(letter: str, type_name: str, key: str) -> str:
-    """How an option is named to a user: by its shorthand where one reaches it (``window_size``,
-    ``linear_cfg.conv``), else by its place in ``mixers`` (``mixers.P.pool_size``): both are config keys."""
-    if (letter, type_name) == ('W', 'WindowAttention') and key in ('window_size', 'kernel'):
-        return 'window_size' if key == 'window_size' else 'window_kernel'
-    if (letter, type_name) == ('L', 'LinearAttention') and key != 'type':
-        return f'linear_cfg.{key}'
+    """How an option is named to a user: by its place in the mixer table (``mixers.W.window_size``), a config key.
+    ``type_name`` is accepted for callers that know it; the name does not depend on it."""
     return f'mixers.{letter}.{key}'
+
+
+def default_mixers(**options: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """A copy of :data:`DEFAULT_MIXERS` with the options of the given letters updated, e.g.
+    ``default_mixers(W=dict(window_size=8), L=dict(conv='static'))``: the full table ``mixers=`` takes."""
+    table = copy.deepcopy(DEFAULT_MIXERS)
+    for letter, values in options.items():
+        if letter not in table:
+            raise ValueError(f'default_mixers: {letter!r} is not a default letter; valid: {sorted(table)} (declare '
+                             f'another letter in the mixers dict itself)')
+        table[letter].update(copy.deepcopy(dict(values)))
+    return table
+
+
+def refuse_removed_arguments(owner: str, arguments: Mapping[str, Any],
+                             mixers: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
+    """TypeError for keyword ``arguments`` ``owner`` (``JetViT``, ...) does not take: one that used to set a mixer
+    option (:data:`REMOVED_ARGUMENTS`) is named with the ``mixers=`` table that sets it now; any other as Python
+    names an unexpected keyword."""
+    removed = {k: v for k, v in arguments.items() if k in REMOVED_ARGUMENTS}
+    others = sorted(set(arguments) - set(removed))
+    if others:
+        raise TypeError(f'{owner}.__init__() got unexpected keyword argument(s) {others}')
+    if not removed:
+        return
+    table = {k: dict(v) for k, v in (mixers if mixers is not None else DEFAULT_MIXERS).items()}
+    keys = []
+    for argument, value in removed.items():
+        letter, option = REMOVED_ARGUMENTS[argument]
+        values = dict(value) if option is None and isinstance(value, Mapping) else {option or argument: value}
+        table.setdefault(letter, dict(DEFAULT_MIXERS[letter]))
+        table[letter] = {**table[letter], **values}
+        keys += [f'mixers.{letter}.{k}' for k in values]
+    given = ', '.join(f'{k}={v!r}' for k, v in removed.items())
+    raise TypeError(f'{owner}: {given}: no longer a model argument ({", ".join(removed)}); mixer options are set in '
+                    f'the mixer table ({", ".join(keys)}): mixers={table!r}')
 
 
 def _json_value(letter: str, key: str, value: Any) -> Any:
@@ -83,23 +116,10 @@ class MixerTable:
 
     # ------------------------------------------------------------------ building from arguments
     @classmethod
-    def from_args(cls, mixers: Optional[Mapping[str, Mapping[str, Any]]] = None, window_size: Optional[int] = None,
-                  linear_cfg: Optional[Mapping[str, Any]] = None, window_kernel: Optional[str] = None) -> 'MixerTable':
-        """The table of ``mixers`` (default: :data:`DEFAULT_MIXERS`), the shorthands applied to its W and L entries.
-
-        With ``mixers`` given, a shorthand that sets an option ``mixers`` sets too, to another value, declares it
-        twice: refused. Every entry's type must be registered and its class keep the mixer contract's signatures.
-        """
+    def from_args(cls, mixers: Optional[Mapping[str, Mapping[str, Any]]] = None) -> 'MixerTable':
+        """The table of ``mixers`` (default: :data:`DEFAULT_MIXERS`). Every entry's type must be registered and its
+        class keep the mixer contract's signatures."""
         declared = _declared(mixers)
-        given = mixers is not None
-        for argument, letter, type_name, option in SHORTHANDS:
-            value = window_size if argument == 'window_size' else window_kernel
-            if value is not None:
-                _apply_shorthand(declared, given, argument, letter, type_name, option, value)
-        if linear_cfg is not None and not isinstance(linear_cfg, Mapping):
-            raise TypeError(f'linear_cfg must be a dict of L options, got {linear_cfg!r}')
-        for key, value in (linear_cfg or {}).items():
-            _apply_shorthand(declared, given, f'linear_cfg.{key}', *LINEAR_SHORTHAND[1:], key, value)
         entries = {letter: _entry(letter, spec) for letter, spec in declared.items()}
         if FULL not in entries:
             raise ValueError(f'the mixers declare {sorted(entries)} but no {FULL!r}: F is the teacher\'s full '
@@ -202,20 +222,6 @@ def _declared(mixers: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
                              f'dict(type=\'LinearAttention\', conv=\'squeeze\'), got {spec!r}')
         out[letter] = copy.deepcopy(dict(spec))
     return out
-
-
-def _apply_shorthand(declared: Dict[str, Dict[str, Any]], given: bool, argument: str, letter: str, type_name: str,
-                     option: str, value: Any) -> None:
-    entry = declared.get(letter)
-    if entry is None or entry['type'] != type_name:
-        now = f'declares {letter!r} as {entry["type"]}' if entry else f'does not declare {letter!r}'
-        raise ValueError(f'{argument}={value!r} is a shorthand for mixers[{letter!r}] = dict(type={type_name!r}, '
-                         f'{option}=...), but this model {now} (declared letters: {sorted(declared)}); set the option '
-                         f'in its mixers entry instead')
-    if given and option in entry and entry[option] != value:
-        raise ValueError(f'mixer {letter!r}: {option} declared twice, {argument}={value!r} and '
-                         f'mixers[{letter!r}][{option!r}]={entry[option]!r}; give it once')
-    entry[option] = value
 
 
 def _entry(letter: str, spec: Mapping[str, Any]) -> MixerEntry:

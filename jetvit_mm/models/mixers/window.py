@@ -112,7 +112,7 @@ class WindowAttention(TokenMixer):
         super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         check_window_size(window_size)
         self.window_size = window_size
-        self.kernel = check_kernel(kernel, WINDOW_KERNELS, 'window_kernel')
+        self.kernel = check_kernel(kernel, WINDOW_KERNELS, 'mixers.W.kernel')
         self.attn_drop = nn.Dropout(attn_drop)
 
     def forward(
