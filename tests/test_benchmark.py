@@ -246,6 +246,7 @@ def benchmark_tool(*args, check: bool = True):
     return run_tool('benchmark.py', *args, check=check, env={'OMP_NUM_THREADS': '1'})
 
 
+@pytest.mark.integration
 def test_tool_mixers_writes_its_json(tmp_path):
     out = tmp_path / 'mixers.json'
     proc = benchmark_tool('mixers', '--grid', '4', '6', '--dim', '32', '--heads', '2', '--window', '3', '--warmup',
@@ -263,6 +264,7 @@ def test_tool_mixers_writes_its_json(tmp_path):
                for t in result['targets'])
 
 
+@pytest.mark.integration
 def test_tool_models_from_a_config_with_linear_options_json_and_plots(tmp_path):
     config = tmp_path / 'tiny.py'
     config.write_text(f'model = dict(backbone=dict(type="JetViT", frozen=True, window_size=2, **{TINY!r}))\n')
@@ -281,6 +283,7 @@ def test_tool_models_from_a_config_with_linear_options_json_and_plots(tmp_path):
     assert replot.stat().st_size > 0
 
 
+@pytest.mark.integration
 def test_tool_models_takes_the_dpt_widths_of_a_config(tmp_path):
     out = tmp_path / 'dpt.json'
     benchmark_tool('models', '--config', TINY_DEPTH_CONFIG, '--arch', 'LWLF', '--head', 'dpt', '--size', '56', '70',
@@ -296,6 +299,7 @@ def test_tool_models_takes_the_dpt_widths_of_a_config(tmp_path):
     assert json.loads(out.read_text())['entries'][0]['head'] == {'features': 128, 'out_channels': [96, 192, 384, 768]}
 
 
+@pytest.mark.integration
 def test_tool_models_times_baselines_in_the_same_run(tmp_path):
     out = tmp_path / 'models.json'
     proc = benchmark_tool('models', '--model', 'dinov3_vits16', '--arch', 'all-L', '--baseline', 'tc=f2@1',
@@ -308,6 +312,7 @@ def test_tool_models_times_baselines_in_the_same_run(tmp_path):
     assert tc['arch'] == 'F' * 12 and tc['speedup'] > 0 and '12F f2@1' in proc.stdout
 
 
+@pytest.mark.integration
 def test_tool_errors_name_the_problem(tmp_path):
     usage = [(['mixers', '--repeat', '0'], '--repeat: must be >= 1, got 0'),
              (['models', '--config', tmp_path / 'nope.py'], 'config file not found'),

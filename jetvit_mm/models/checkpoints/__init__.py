@@ -2,8 +2,8 @@
 from .extensions import jetvit_part, register_fallback_loader, register_jetvit_reader
 from .formats import CONVERTERS, depth_head_state, detect_format, strip_prefix, to_jetvit_names
 from .integrity import DamagedCheckpointError, save_checkpoint, tensor_digest
-from .io import UnsafeCheckpointError, check_state_keys, read_checkpoint, read_state_dict
+from .io import UnsafeCheckpointError, check_state_keys, read_checkpoint
 
 __all__ = ['CONVERTERS', 'DamagedCheckpointError', 'UnsafeCheckpointError', 'check_state_keys', 'depth_head_state',
-           'detect_format', 'jetvit_part', 'read_checkpoint', 'read_state_dict', 'register_fallback_loader',
+           'detect_format', 'jetvit_part', 'read_checkpoint', 'register_fallback_loader',
            'register_jetvit_reader', 'save_checkpoint', 'strip_prefix', 'tensor_digest', 'to_jetvit_names']

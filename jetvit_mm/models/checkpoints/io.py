@@ -110,22 +110,6 @@ def _torch_file_kind(head: bytes) -> Optional[str]:
     return None
 
 
-def read_state_dict(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
-    """Tensors of a ``.safetensors`` file, or of a ``.pth``/``.pt``/``.bin`` read with ``weights_only=True``.
-
-    A checkpoint that wraps its weights (``{'state_dict': ...}``, ``{'model': ...}``) is unwrapped, and a
-    ``module.`` prefix left by DistributedDataParallel is removed.
-    """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f'checkpoint not found: {path}')
-    if path.suffix == '.safetensors':
-        state = _load_safetensors(path)
-    else:
-        state = _load_pth(path)
-    return _unwrap(state, path)
-
-
 def _unwrap(state: Any, path: Path) -> Dict[str, torch.Tensor]:
     for key in WRAPPER_KEYS:
         if isinstance(state, dict) and isinstance(state.get(key), dict):
