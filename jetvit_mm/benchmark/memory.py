@@ -35,7 +35,8 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 
-DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp16': torch.float16}
+from jetvit_mm.dtypes import to_dtype
+
 MMAP_THRESHOLD = 128 * 1024
 
 
@@ -89,7 +90,7 @@ def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
     if spec.get('threads'):
         torch.set_num_threads(int(spec['threads']))
     device = torch.device(spec.get('device', 'cpu'))
-    dtype = DTYPES[spec.get('dtype', 'fp32')]
+    dtype = to_dtype(spec.get('dtype', 'fp32'))
     torch.manual_seed(0)
     model = build_model(spec['model'], spec.get('head')).to(device=device, dtype=dtype).eval()
     x = torch.randn(*spec['input_shape'], device=device, dtype=dtype)

@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import torch
 
 from .extensions import fallback_loader
-from .formats import strip_prefix
+from .formats import strip_wrapper_prefix
 from .integrity import check_zip_records, verify_digest
 
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'teacher')
@@ -117,9 +117,7 @@ def _unwrap(state: Any, path: Path) -> Dict[str, torch.Tensor]:
             break
     if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
         raise ValueError(f'{path} does not hold a state dict of tensors')
-    if state and all(k.startswith('module.') for k in state):
-        state = strip_prefix(state, 'module.')
-    return dict(state)
+    return dict(strip_wrapper_prefix(state))
 
 
 def check_state_keys(own: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor], target: str, source: str,
