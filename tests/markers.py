@@ -5,17 +5,23 @@ that starts a process (a tool, torchrun, a fresh interpreter) or is slow in proc
 every test left unmarked is a unit test (added at collection).
 
 So that a marker cannot be forgotten, a unit test that starts a process fails, naming itself and the command
-(:func:`process_guard`): ``subprocess.Popen`` and ``multiprocessing``'s process start are refused while a unit test
-runs. Torch's own helper processes (inductor's compile workers) are allowed.
+(:func:`process_guard`): while a unit test runs, ``subprocess.Popen`` of a Python interpreter, torchrun or a shell
+(a tool, a worker, a script) and ``multiprocessing``'s process start are refused. Probes libraries run for
+themselves (mmengine's ``gcc --version``, ``git rev-parse``) and torch's compile workers are allowed.
 """
 import contextlib
 import multiprocessing.process
+import os
+import re
+import shlex
 import subprocess
 from typing import Iterator, Sequence
 
 import pytest
 
 KINDS = ('unit', 'integration')
+# what a test's process runs: a Python interpreter (a tool, a fresh interpreter), torchrun, a shell script
+RUNNERS = re.compile(r'^(python[\d.]*|torchrun|bash|sh)$')
 # processes a unit test may start without knowing: torch's compile workers (inductor's subprocess pool)
 ALLOWED_COMMANDS = ('torch._inductor', 'torch/_inductor', 'compile_worker')
 
@@ -40,8 +46,13 @@ def mark_kinds(items: list) -> None:
 
 
 def _allowed(command: Sequence[str]) -> bool:
-    text = ' '.join(map(str, command)) if not isinstance(command, (str, bytes)) else str(command)
-    return any(a in text for a in ALLOWED_COMMANDS)
+    if isinstance(command, (str, bytes)):
+        words = shlex.split(os.fsdecode(command))
+    else:
+        words = [os.fsdecode(c) for c in command]
+    if not words or not RUNNERS.match(os.path.basename(words[0])):
+        return True  # a probe (gcc --version, git rev-parse), not a test's process
+    return any(a in ' '.join(words) for a in ALLOWED_COMMANDS)
 
 
 @contextlib.contextmanager

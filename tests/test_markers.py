@@ -14,7 +14,10 @@ def test_a_process_inside_the_guard_is_refused_and_named():
             subprocess.run([sys.executable, '-c', 'pass'], check=True)
         with pytest.raises(UnmarkedProcessError, match='multiprocessing'):
             multiprocessing.get_context('spawn').Process(target=print).start()
+        with pytest.raises(UnmarkedProcessError, match='bash'):
+            subprocess.run(['bash', '-c', 'true'])
         assert sum(range(3)) == 3  # in-process work is fine
+        assert subprocess.run(['true']).returncode == 0  # a library's probe (gcc --version) is not a test's process
 
 
 def test_the_guard_is_lifted_after_the_block():
