@@ -6,7 +6,7 @@ from typing import Dict, Optional
 
 import pytest
 
-from .markers import KINDS, mark_kinds
+from .markers import KINDS, mark_kinds, process_guard
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -14,6 +14,16 @@ REPO = Path(__file__).resolve().parents[1]
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     """Every test is ``unit`` or ``integration`` (tests/markers.py): ``pytest -m unit`` runs the fast ones."""
     mark_kinds(items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A unit test may not start a process (tests/markers.py): its marker would be wrong."""
+    if item.get_closest_marker('integration') is None:
+        with process_guard(item.nodeid):
+            yield
+    else:
+        yield
 
 
 _SECONDS = {kind: [0, 0.] for kind in KINDS}  # tests run, seconds (setup + call + teardown) per kind

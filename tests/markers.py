@@ -1,72 +1,41 @@
-"""Which tests are ``unit`` and which ``integration`` (pyproject's markers), decided once at collection.
+"""Which tests are ``unit`` and which ``integration`` (pyproject's markers).
 
-A test is an integration test when it, a fixture it uses or a function of the test modules it calls (at any depth)
-starts a process (a tool, torchrun, a fresh interpreter); every other test is a unit test: in process, tiny models,
-tiny data. A test that is slow in process (building a shipped full-size model) carries ``@pytest.mark.integration``
-itself; a test's own marker wins.
+The markers are written in the test files: ``@pytest.mark.integration`` on a test (or ``pytestmark`` on a module)
+that starts a process (a tool, torchrun, a fresh interpreter) or is slow in process (a shipped full-size model);
+every test left unmarked is a unit test (added at collection).
+
+So that a marker cannot be forgotten, a unit test that starts a process fails, naming itself and the command
+(:func:`process_guard`): while a unit test runs, ``subprocess.Popen`` of a Python interpreter, torchrun or a shell
+(a tool, a worker, a script) and ``multiprocessing``'s process start are refused. Probes libraries run for
+themselves (mmengine's ``gcc --version``, ``git rev-parse``) and torch's compile workers are allowed.
 """
-import inspect
+import contextlib
+import multiprocessing.process
+import os
 import re
-from typing import Callable, Iterator, Set
+import shlex
+import subprocess
+from typing import Iterator, Sequence
 
 import pytest
 
 KINDS = ('unit', 'integration')
-# what starts a process, in the tests' own code: conftest.run_tool, subprocess, torchrun
-PROCESS_CALLS = ('run_tool(', 'subprocess.', 'torchrun')
-CALL = re.compile(r'\b([A-Za-z_]\w*)\s*\(')
+# what a test's process runs: a Python interpreter (a tool, a fresh interpreter), torchrun, a shell script
+RUNNERS = re.compile(r'^(python[\d.]*|torchrun|bash|sh)$')
+# processes a unit test may start without knowing: torch's compile workers (inductor's subprocess pool)
+ALLOWED_COMMANDS = ('torch._inductor', 'torch/_inductor', 'compile_worker')
 
 
-def _called_test_functions(func: Callable) -> Iterator[Callable]:
-    """The functions of the test modules (tests.*) that ``func``'s source calls by name."""
-    try:
-        source = inspect.getsource(func)
-    except (OSError, TypeError):
-        return
-    for name in set(CALL.findall(source)):
-        target = getattr(func, '__globals__', {}).get(name)
-        if inspect.isfunction(target) and target.__module__.startswith('tests'):
-            yield target
-
-
-def _starts_a_process(funcs: Iterator[Callable]) -> bool:
-    seen: Set[Callable] = set()
-    stack = list(funcs)
-    while stack:
-        func = stack.pop()
-        if func in seen:
-            continue
-        seen.add(func)
-        try:
-            source = inspect.getsource(func)
-        except (OSError, TypeError):
-            continue
-        if any(call in source for call in PROCESS_CALLS):
-            return True
-        stack.extend(_called_test_functions(func))
-    return False
-
-
-def _fixture_functions(item: pytest.Item) -> Iterator[Callable]:
-    """The functions of every fixture ``item`` uses, directly or through other fixtures."""
-    info = getattr(item, '_fixtureinfo', None)
-    if info is None:
-        return
-    for defs in info.name2fixturedefs.values():
-        for fixture in defs:
-            if fixture.baseid is not None and getattr(fixture.func, '__module__', '').startswith('tests'):
-                yield fixture.func
+class UnmarkedProcessError(RuntimeError):
+    """A test that starts a process without ``@pytest.mark.integration``."""
 
 
 def kind_of(item: pytest.Item) -> str:
-    """'unit' or 'integration' for a collected test (its own marker if it has one)."""
+    """'unit' or 'integration' for a collected test: its marker, unit when it has none."""
     own = [k for k in KINDS if item.get_closest_marker(k) is not None]
-    if len(own) == 1:
-        return own[0]
     if len(own) > 1:
         raise pytest.UsageError(f'{item.nodeid} is marked both unit and integration')
-    funcs = [getattr(item, 'function', None), *_fixture_functions(item)]
-    return 'integration' if _starts_a_process(f for f in funcs if f is not None) else 'unit'
+    return own[0] if own else 'unit'
 
 
 def mark_kinds(items: list) -> None:
@@ -74,3 +43,40 @@ def mark_kinds(items: list) -> None:
         kind = kind_of(item)
         if item.get_closest_marker(kind) is None:
             item.add_marker(getattr(pytest.mark, kind))
+
+
+def _allowed(command: Sequence[str]) -> bool:
+    if isinstance(command, (str, bytes)):
+        words = shlex.split(os.fsdecode(command))
+    else:
+        words = [os.fsdecode(c) for c in command]
+    if not words or not RUNNERS.match(os.path.basename(words[0])):
+        return True  # a probe (gcc --version, git rev-parse), not a test's process
+    return any(a in ' '.join(words) for a in ALLOWED_COMMANDS)
+
+
+@contextlib.contextmanager
+def process_guard(nodeid: str) -> Iterator[None]:
+    """Inside: starting a process (other than torch's compile workers) raises :class:`UnmarkedProcessError`."""
+    popen_init = subprocess.Popen.__init__
+    process_start = multiprocessing.process.BaseProcess.start
+
+    def refuse(what: str) -> None:
+        raise UnmarkedProcessError(f'{nodeid} starts a process ({what}) but is not marked integration: add '
+                                   f'@pytest.mark.integration (tests/markers.py)')
+
+    def guarded_popen(self, args, *rest, **kwargs):
+        if not _allowed(args):
+            refuse(str(args)[:200])
+        return popen_init(self, args, *rest, **kwargs)
+
+    def guarded_start(self):
+        refuse(f'multiprocessing {type(self).__name__} {self.name}')
+
+    subprocess.Popen.__init__ = guarded_popen
+    multiprocessing.process.BaseProcess.start = guarded_start
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = popen_init
+        multiprocessing.process.BaseProcess.start = process_start

@@ -248,6 +248,7 @@ def benchmark_tool(*args, check: bool = True):
     return run_tool('benchmark.py', *args, check=check, env={'OMP_NUM_THREADS': '1'})
 
 
+@pytest.mark.integration
 def test_tool_mixers_writes_its_json(tmp_path):
     out = tmp_path / 'mixers.json'
     proc = benchmark_tool('mixers', '--grid', '4', '6', '--dim', '32', '--heads', '2', '--window', '3', '--warmup',
@@ -265,6 +266,7 @@ def test_tool_mixers_writes_its_json(tmp_path):
                for t in result['targets'])
 
 
+@pytest.mark.integration
 def test_tool_models_from_a_config_with_linear_options_json_and_plots(tmp_path):
     config = tmp_path / 'tiny.py'
     mixers = default_mixers(W=dict(window_size=2))
@@ -285,6 +287,7 @@ def test_tool_models_from_a_config_with_linear_options_json_and_plots(tmp_path):
     assert replot.stat().st_size > 0
 
 
+@pytest.mark.integration
 def test_tool_models_takes_the_dpt_widths_of_a_config(tmp_path):
     out = tmp_path / 'dpt.json'
     benchmark_tool('models', '--config', TINY_DEPTH_CONFIG, '--arch', 'LWLF', '--head', 'dpt', '--size', '56', '70',
@@ -300,6 +303,7 @@ def test_tool_models_takes_the_dpt_widths_of_a_config(tmp_path):
     assert json.loads(out.read_text())['entries'][0]['head'] == {'features': 128, 'out_channels': [96, 192, 384, 768]}
 
 
+@pytest.mark.integration
 def test_tool_models_times_baselines_in_the_same_run(tmp_path):
     out = tmp_path / 'models.json'
     proc = benchmark_tool('models', '--model', 'dinov3_vits16', '--arch', 'all-L', '--baseline', 'tc=f2@1',
@@ -312,6 +316,7 @@ def test_tool_models_times_baselines_in_the_same_run(tmp_path):
     assert tc['arch'] == 'F' * 12 and tc['speedup'] > 0 and '12F f2@1' in proc.stdout
 
 
+@pytest.mark.integration
 def test_tool_errors_name_the_problem(tmp_path):
     usage = [(['mixers', '--repeat', '0'], '--repeat: must be >= 1, got 0'),
              (['models', '--config', tmp_path / 'nope.py'], 'config file not found'),

@@ -3,11 +3,14 @@ the CPU model and its bf16 units, the GPU, and the torch / Triton / timm version
 import json
 import subprocess
 
+import pytest
 import torch
 
 from jetvit_mm.benchmark.host import machine_record
 
 from .conftest import REPO, run_tool
+
+pytestmark = pytest.mark.integration  # every test here starts a process
 
 
 def test_machine_record_names_commit_cpu_and_versions():

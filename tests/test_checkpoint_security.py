@@ -143,6 +143,7 @@ def assert_no_marker(markers: Path) -> None:
     assert not ran, f'code from the checkpoint ran: {ran}'
 
 
+@pytest.mark.integration
 def test_no_text_field_runs_on_any_entry_point(runs, tmp_path):
     markers = tmp_path / 'markers'
     probe = poison_text_fields(runs['probe'], tmp_path / 'probe_poisoned.pth', markers)
@@ -172,6 +173,7 @@ def test_no_text_field_runs_on_any_entry_point(runs, tmp_path):
     assert_no_marker(markers)
 
 
+@pytest.mark.integration
 def test_no_text_field_runs_in_process(runs, tmp_path, monkeypatch):
     """JetViT(checkpoint=), mmengine's load_checkpoint, mmseg's init_model and MMSegInferencer with the config taken
     from the checkpoint (the path where mmengine would execute the saved text)."""
@@ -195,6 +197,7 @@ def test_no_text_field_runs_in_process(runs, tmp_path, monkeypatch):
     assert_no_marker(markers)
 
 
+@pytest.mark.integration
 def test_pickle_payloads_are_refused_everywhere(runs, tmp_path):
     from mmengine.runner import load_checkpoint
     from mmseg.apis import init_model
@@ -307,6 +310,7 @@ def test_dcp_metadata_payload_never_runs_on_a_plain_load(tmp_path):
         assert failed.type is UnsafeCheckpointError and re.search(refused, str(failed.value)), failed.value
 
 
+@pytest.mark.integration
 def test_dcp_metadata_payload_never_runs_through_the_search_tool(tmp_path):
     markers = tmp_path / 'markers'
     markers.mkdir()
@@ -357,6 +361,7 @@ def copy_sharded(run: Path, iteration: int, dst: Path) -> Path:
     return dst / f'iter_{iteration}.pth'
 
 
+@pytest.mark.integration
 def test_shards_are_covered_by_digests_in_the_pth(sharded_run, tmp_path):
     """A bit-rotted .distcp shard, or another checkpoint's .dcp directory beside the .pth, loaded silently with other
     weights."""
@@ -414,6 +419,7 @@ def poison_byte_entry(directory: Path, marker: Path) -> str:
     return fqn
 
 
+@pytest.mark.integration
 def test_fsdp2_resume_never_unpickles_a_byte_entry(sharded_run, tmp_path):
     """On --resume of an FSDP2 run DCP read the optimizer's byte entries with torch.load(weights_only=False): a pickle
     placed there ran on every rank."""
@@ -436,6 +442,7 @@ def test_fsdp2_resume_never_unpickles_a_byte_entry(sharded_run, tmp_path):
     assert re.search(r'iter_1\.dcp/__\d_\d\.distcp: ', failure), failure[-3000:]
 
 
+@pytest.mark.integration
 def test_fsdp2_resume_refuses_a_damaged_shard(sharded_run, tmp_path):
     """On --resume of an FSDP2 run (each rank checks its share of the files), a bit-rotted shard is refused on every
     rank, naming the file."""

@@ -91,7 +91,11 @@ def test_config_builds(path):
     cfg, model = build_model(path)
     backbone = model.student if type(model).__name__ == 'FeatureDistiller' else model.backbone
     assert type(backbone).__name__ in ('JetViT', 'JetViTSupernet')
-    assert len(backbone.arch) == backbone.depth
+    declared = (cfg.model.student if 'student' in cfg.model else cfg.model.backbone).get('arch')
+    assert backbone.arch == (declared or backbone.arch) and len(backbone.blocks) == len(backbone.arch)
+    if type(backbone).__name__ == 'JetViT':  # each layer runs the mixer its letter names
+        table = backbone.mixer_table
+        assert [type(b.attn) for b in backbone.blocks] == [table[letter].cls for letter in backbone.arch]
 
 
 def test_jetvit_in_mmseg_encoder_decoder():

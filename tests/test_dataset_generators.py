@@ -89,6 +89,7 @@ def test_unknown_split_raises(tmp_path):
         make_cityscapes_depth(tmp_path, splits={'training': 1})
 
 
+@pytest.mark.integration
 def test_import_is_cheap():
     code = (
         'import sys, jetvit_mm.testing; '

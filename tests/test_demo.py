@@ -191,6 +191,7 @@ def test_small_teacher_is_the_teacher_at_half_width_with_the_same_recipe(tmp_pat
             assert model.backbone.clustering.text == CLUSTERINGS[0][1]
 
 
+@pytest.mark.integration
 def test_demo_options_refuse_an_unknown_task():
     with pytest.raises(ValueError, match="unknown task 'partners'; valid: partner, corner"):
         DemoOptions(task='partners')
@@ -214,6 +215,7 @@ def test_latency_table_times_the_alternatives_parts_in_the_same_rounds():
     assert all(r['min'] <= r['median'] <= r['max'] for r in rounds.values())
 
 
+@pytest.mark.integration
 def test_demo_runs_end_to_end_reuses_its_teacher_and_repeats_its_table(tmp_path):
     """The README's main job at a few iterations per step: every tool of the pipeline runs, the outputs are
     written, and a second run in the same work dir reuses the trained teacher and gives the same table."""

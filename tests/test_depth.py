@@ -448,6 +448,7 @@ def reference_nyu_metrics(checkpoint: Path, arch: str, nyu: Path) -> dict:
     return dict(abs_rel=float(np.mean([e[0] for e in errors])), delta1=float(np.mean([e[1] for e in errors])))
 
 
+@pytest.mark.integration
 def test_depth_pipeline_distill_search_test_finetune(depth_data, tmp_path):
     """Supernet distillation on the four tapped layers -> beam search scored by DA-2K accuracy with the teacher's
     DPT head -> tools/test.py (DA-2K accuracy; AbsRel/delta1 equal to DepthAnythingV2's own protocol) ->

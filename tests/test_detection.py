@@ -87,6 +87,7 @@ def tiny_run(tiny_coco, tmp_path_factory) -> dict:
                 test_log=test.stdout + test.stderr, metrics=json.loads(metrics.read_text()))
 
 
+@pytest.mark.integration
 def test_tiny_detector_trains_with_layer_decay(tiny_run):
     assert re.search(rf'Iter\(train\) \[{TRAIN_ITERS}/{TRAIN_ITERS}\]', tiny_run['train_log'])
     assert 'loss_mask' in tiny_run['train_log']
@@ -96,6 +97,7 @@ def test_tiny_detector_trains_with_layer_decay(tiny_run):
     assert groups[0]['lr'] == pytest.approx(1e-4)  # the lr mmengine logs is the heads' one
 
 
+@pytest.mark.integration
 def test_tiny_detector_reports_coco_box_and_mask_map(tiny_run):
     metrics, log = tiny_run['metrics'], tiny_run['test_log']
     for task in ('bbox', 'segm'):
@@ -108,6 +110,7 @@ def test_tiny_detector_reports_coco_box_and_mask_map(tiny_run):
     assert log.count('Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ]') == 2
 
 
+@pytest.mark.integration
 def test_tiny_detector_evaluates_real_predictions(tiny_run, tiny_coco):
     """The mAPs above were computed on detections with boxes and RLE masks for the val images."""
     val_ids = {image['id'] for image in json.loads((tiny_coco / 'annotations/instances_val2017.json').read_text())[
@@ -120,6 +123,7 @@ def test_tiny_detector_evaluates_real_predictions(tiny_run, tiny_coco):
     assert all({'size', 'counts'} <= set(det['segmentation']) for det in masks)
 
 
+@pytest.mark.integration
 def test_search_scores_archs_with_the_detectors_coco_metric(tiny_run, tiny_coco, tiny_cityscapes, tmp_path):
     """tools/search.py on a Mask R-CNN config: the teacher's trained neck + RPN + RoI heads score each arch with
     mmdet's CocoMetric (a segmentation-only scorer could not load them)."""

@@ -369,6 +369,7 @@ def triton_results() -> Dict[str, Optional[str]]:
 
 
 @pytest.mark.parametrize('case', [case_id(*c) for c in TRITON_CASES])
+@pytest.mark.integration
 def test_triton_kernels_equal_the_reference(triton_results, case):
     assert triton_results[case] is None, triton_results[case]
 

@@ -43,6 +43,7 @@ def test_base_finetune_config_keeps_ddp(tmp_path):
 
 
 @pytest.mark.filterwarnings('ignore:FeatureDistiller')
+@pytest.mark.integration
 def test_7b_finetune_config_wraps_and_steps_on_two_ranks(tmp_path):
     config = export_7b(tmp_path)
     torchrun(str(REPO / 'tests' / 'finetune_fsdp_worker.py'), str(config), str(tmp_path), json.dumps(TINY))

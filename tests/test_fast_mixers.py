@@ -22,7 +22,8 @@ import torch
 import torch._dynamo
 from timm.layers import RotaryEmbeddingDinoV3
 
-from jetvit_mm.models.mixers import LinearAttention, WindowAttention, build_mixer, default_mixers, mixing_differences
+from jetvit_mm.models.arch import mixer_table_of
+from jetvit_mm.models.mixers import LinearAttention, WindowAttention, build_mixer, default_mixers
 from jetvit_mm.models.mixers.kernels import (
     AUTO_COMPILE_MIN_ELEMENTS,
     available_kernels,
@@ -228,6 +229,7 @@ def triton_results():
 
 
 @pytest.mark.parametrize('case', list(TRITON_CASES))
+@pytest.mark.integration
 def test_triton_kernels_equal_torch_path(triton_results, case):
     assert triton_results[case] is None, triton_results[case]
 
@@ -378,12 +380,18 @@ def test_flop_count_runs_the_torch_path_under_fake_tensors(fresh_dynamo):
 def test_kernel_switches_are_deployment_options_not_what_a_layer_computes():
     saved = dict(mixers=default_mixers(W=dict(window_size=8, kernel='torch'), L=dict(conv='static', kernel='torch')))
     given = dict(mixers=default_mixers(W=dict(window_size=8, kernel='flex'), L=dict(conv='static', kernel='triton')))
-    assert mixing_differences(saved, given) == {}
-    other = dict(mixers=default_mixers(W=dict(window_size=8), L=dict(conv='squeeze')))
-    assert mixing_differences(saved, other) == {
-        'mixers.L.conv': ('static', 'squeeze')}
+
+    def spec(args):  # what the arch spec records of the L and W layers
+        return mixer_table_of(args).spec_entries('LW')
+
+    assert spec(saved) == spec(given)
+    changed = spec(dict(mixers=default_mixers(W=dict(window_size=8), L=dict(conv='squeeze'))))
+    assert changed['L']['conv'] == 'squeeze' and spec(saved)['L']['conv'] == 'static'
+    assert {k: v for k, v in changed['L'].items() if k != 'conv'} == \
+        {k: v for k, v in spec(saved)['L'].items() if k != 'conv'}
 
 
+@pytest.mark.integration
 def test_importing_the_package_builds_no_triton_kernel():
     code = ('import sys, jetvit_mm.models, jetvit_mm.models.mixers.kernels; '
             'assert "jetvit_mm.models.mixers.kernels.linear_triton_kernels" not in sys.modules')

@@ -127,6 +127,7 @@ print(applied, *[faults() for _ in range(16)])
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != 'glibc', reason='the allocator policy is a glibc mallopt setting')
+@pytest.mark.integration
 def test_keep_freed_memory_stops_page_faults_of_repeated_big_allocations(tmp_path):
     """The CPU benchmarks' default allocator policy: a big tensor freed and allocated again is not mapped (and
     page-faulted) afresh; the system policy maps it every time."""

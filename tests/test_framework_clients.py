@@ -15,6 +15,8 @@ import torch
 
 from .conftest import REPO, run_tool
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 SEG = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
 DET = REPO / 'tests' / 'configs' / 'det_mask_rcnn_tiny_coco.py'
 FRAMEWORK_TEST = {name: Path(pkg.__file__).parent / '.mim' / 'tools' / 'test.py'

@@ -46,6 +46,7 @@ def single_step():
 
 
 @pytest.mark.parametrize('case', ['fp32', 'fp32_checkpointing', 'fp32_offload'])
+@pytest.mark.integration
 def test_fsdp2_step_equals_the_single_process_step(fsdp_results, single_step, case):
     loss, after, before = single_step
     result = fsdp_results[case]
@@ -64,6 +65,7 @@ def test_fsdp2_step_equals_the_single_process_step(fsdp_results, single_step, ca
     assert moved > 40  # the step really updated the student (the sampled path's candidates and shared weights)
 
 
+@pytest.mark.integration
 def test_fsdp2_bf16_params_fp32_reduce_stay_close(fsdp_results, single_step):
     loss, after, before = single_step
     result = fsdp_results['bf16']
@@ -77,6 +79,7 @@ def test_fsdp2_bf16_params_fp32_reduce_stay_close(fsdp_results, single_step):
 
 
 @pytest.mark.parametrize('case', list(CASES))
+@pytest.mark.integration
 def test_fsdp2_broadcasts_only_parameters_and_buffers_on_the_group_device(fsdp_results, case):
     """NCCL broadcasts CUDA tensors only: the wrapper's start-up sync hands the collective exactly the parameters and
     buffers, on the process group's device, and none of the tensors ``state_dict()`` makes on the CPU (the arch
@@ -86,6 +89,7 @@ def test_fsdp2_broadcasts_only_parameters_and_buffers_on_the_group_device(fsdp_r
     assert all(device == 'cpu' for device, _, _ in result['broadcasts'])  # gloo's device; NCCL's is the GPU
 
 
+@pytest.mark.integration
 def test_fsdp2_bf16_params_distillation_loss_is_fp32(fsdp_results):
     """With param_dtype='bfloat16' the features leave the root unit in bf16: the loss is still computed in fp32."""
     assert {name: r['loss_dtype'] for name, r in fsdp_results.items()} == dict.fromkeys(CASES, 'torch.float32')

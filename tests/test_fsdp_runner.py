@@ -20,6 +20,8 @@ from jetvit_mm.models.supernet import JetViTSupernet
 from .conftest import REPO
 from .test_supernet import make_teacher_checkpoint, read_paths
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 CONFIG = REPO / 'tests' / 'configs' / 'distill_supernet_tiny_cityscapes_fsdp.py'
 BACKBONE = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
                 mixers=default_mixers(W=dict(window_size=4)))

@@ -28,6 +28,7 @@ def dry_run(tmp_path_factory):
     return proc, out
 
 
+@pytest.mark.integration
 def test_dry_run_passes_every_phase_and_packs_every_file(dry_run):
     proc, out = dry_run
     log = (out / 'run.log').read_text()
@@ -40,6 +41,7 @@ def test_dry_run_passes_every_phase_and_packs_every_file(dry_run):
     assert sorted(p.name for p in out.iterdir()) == ['files', 'gpu_check.tgz', 'run.log']  # 2 files come back
 
 
+@pytest.mark.integration
 def test_dry_run_reports(dry_run):
     _, out = dry_run
     env = json.loads((out / 'files' / 'env.json').read_text())

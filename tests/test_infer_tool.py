@@ -26,6 +26,7 @@ def images(tmp_path):
     return folder
 
 
+@pytest.mark.integration
 def test_segmentation_writes_palette_png_and_overlay(images, tmp_path):
     out = tmp_path / 'seg'
     run_tool('infer.py', SEG, 'none', images, '--out-dir', out, '--batch', '2')
@@ -36,6 +37,7 @@ def test_segmentation_writes_palette_png_and_overlay(images, tmp_path):
         assert cv2.imread(str(out / f'img{i}_overlay.png')).shape == (h, w, 3)
 
 
+@pytest.mark.integration
 def test_depth_writes_colour_map_raw_and_16_bit_disparity(images, tmp_path):
     out = tmp_path / 'depth'
     run_tool('infer.py', DEPTH, 'none', str(images / 'img*.png'), '--out-dir', out, '--batch', '3')
@@ -49,6 +51,7 @@ def test_depth_writes_colour_map_raw_and_16_bit_disparity(images, tmp_path):
         assert cv2.imread(str(out / f'img{i}_depth.png')).shape == (h, w, 3)
 
 
+@pytest.mark.integration
 def test_bad_inputs_are_named(images, tmp_path):
     empty = tmp_path / 'empty'
     empty.mkdir()
@@ -117,6 +120,7 @@ def _teacher_classes(checkpoint, image_path) -> np.ndarray:
     return inference_model(model, cv2.imread(str(image_path))).pred_sem_seg.data[0].numpy()
 
 
+@pytest.mark.integration
 def test_compare_segmentation_panels_figures_and_pca(images, checkpoints, tmp_path):
     """The teacher is built with the arch its checkpoint names (FFFF, the config says LWLF): the share of differing
     pixels is that of an independent teacher prediction against the hybrid's, latency measured for both; the
@@ -144,6 +148,7 @@ def test_compare_segmentation_panels_figures_and_pca(images, checkpoints, tmp_pa
     assert np.array_equal(pca[:, :77], pca[:, 77:]) and pca.std() > 0
 
 
+@pytest.mark.integration
 def test_compare_depth_figures_match_the_two_predictions(images, checkpoints, tmp_path):
     """Depth: the mean / max / relative |teacher - hybrid| of compare.json are those of the two models' raw
     disparities (each written by the plain tool); a model compared with itself differs by 0."""
@@ -171,6 +176,7 @@ def test_compare_depth_figures_match_the_two_predictions(images, checkpoints, tm
     assert record['disparity_abs_diff_max'] == 0 and record['feature_cosine_mean'] == pytest.approx(1, abs=1e-6)
 
 
+@pytest.mark.integration
 def test_pca_alone_shows_the_hybrid(images, checkpoints, tmp_path):
     out = tmp_path / 'pca'
     run_tool('infer.py', SEG, checkpoints['seg_hybrid'], images / 'img1.png', '--out-dir', out, '--pca')
@@ -194,6 +200,7 @@ def _same_outputs(a, b, names) -> None:
         assert np.array_equal(np.asarray(Image.open(a / name)), np.asarray(Image.open(b / name))), name
 
 
+@pytest.mark.integration
 def test_runner_checkpoint_runs_without_its_config(images, runner_checkpoint, tmp_path):
     run_tool('infer.py', SEG, runner_checkpoint, images, '--out-dir', tmp_path / 'with')
     run_tool('infer.py', runner_checkpoint, images, '--out-dir', tmp_path / 'without')
@@ -201,6 +208,7 @@ def test_runner_checkpoint_runs_without_its_config(images, runner_checkpoint, tm
                                                             for k in ('seg', 'overlay')])
 
 
+@pytest.mark.integration
 def test_exported_hybrid_with_head_carries_its_config(images, runner_checkpoint, tmp_path):
     from mmengine.config import Config
 
@@ -221,6 +229,7 @@ def test_exported_hybrid_with_head_carries_its_config(images, runner_checkpoint,
     _same_outputs(tmp_path / 'with', tmp_path / 'without', [f'img{i}_seg.png' for i in range(3)])
 
 
+@pytest.mark.integration
 def test_config_text_with_code_is_never_run(images, runner_checkpoint, tmp_path):
     """Code in a checkpoint's config text never runs: around a literal model it is left out (the model runs), as
     the model's value the checkpoint counts as holding no config."""
@@ -240,6 +249,7 @@ def test_config_text_with_code_is_never_run(images, runner_checkpoint, tmp_path)
     assert not marker.exists(), 'the config text\'s code ran'
 
 
+@pytest.mark.integration
 def test_compare_and_config_less_bad_inputs_are_named(images, checkpoints, tmp_path):
     from jetvit_mm.models import JetViT
 
@@ -275,6 +285,7 @@ def test_output_names_never_collide():
     assert output_stems([Path('/d/a/x.png'), Path('/d/a/z.png')], Path('out')) == [Path('out/x'), Path('out/z')]
 
 
+@pytest.mark.integration
 def test_same_file_name_in_two_folders_gets_its_own_outputs(tmp_path):
     """Two inputs named x.png in two folders: each its own files (a/x_*, b/x_*), of its own image's size, and the
     count the tool reports is that of the files there."""
@@ -288,6 +299,7 @@ def test_same_file_name_in_two_folders_gets_its_own_outputs(tmp_path):
     assert 'wrote 4 files for 2 images' in proc.stdout and len([p for p in out.rglob('*') if p.is_file()]) == 4
 
 
+@pytest.mark.integration
 def test_a_file_the_run_did_not_write_is_refused_unless_overwrite(tmp_path):
     """--out-dir the images' folder: the user's own a_seg.png is refused by name before any work (nothing written),
     replaced with --overwrite; an input image of the run is never replaced, --overwrite or not."""
@@ -304,6 +316,7 @@ def test_a_file_the_run_did_not_write_is_refused_unless_overwrite(tmp_path):
     assert proc.returncode != 0 and f'{mine} would replace an input image' in proc.stderr, proc.stderr[-2000:]
 
 
+@pytest.mark.integration
 def test_compare_and_pca_outputs_never_collide_or_overwrite(checkpoints, tmp_path):
     """--compare / --pca name their pictures as the predictions (a/x_compare.png, b/x_pca.png, ...), and a
     compare.json the run did not write is refused by name, left as it was."""
@@ -327,6 +340,7 @@ def test_compare_and_pca_outputs_never_collide_or_overwrite(checkpoints, tmp_pat
         'compare.json']
 
 
+@pytest.mark.integration
 def test_depth_from_an_official_depth_anything_v2_file_in_two_lines(images, tmp_path):
     """An official DepthAnythingV2 checkpoint (pretrained.* + depth_head.*) and a folder of images give the depth maps
     in one call (the config names the model size), the same as through tools/convert_depth_anything.py."""

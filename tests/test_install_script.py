@@ -9,6 +9,8 @@ from typing import Dict, Optional
 
 import pytest
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 REPO = Path(__file__).resolve().parents[1]
 GPU_LIST = 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)'
 

@@ -1,21 +1,32 @@
-"""tests/markers.py: a test that starts a process, itself or through a helper or fixture, is an integration test."""
-from .conftest import run_tool
-from .markers import _starts_a_process
+"""tests/markers.py: markers are explicit, and a unit test that starts a process fails, naming itself."""
+import multiprocessing
+import subprocess
+import sys
+
+import pytest
+
+from .markers import UnmarkedProcessError, process_guard
 
 
-def _runs_the_demo_tool():
-    return run_tool('demo.py', '--help')
+def test_a_process_inside_the_guard_is_refused_and_named():
+    with process_guard('tests/test_x.py::test_y'):
+        with pytest.raises(UnmarkedProcessError, match=r'test_x\.py::test_y starts a process .*not marked integ'):
+            subprocess.run([sys.executable, '-c', 'pass'], check=True)
+        with pytest.raises(UnmarkedProcessError, match='multiprocessing'):
+            multiprocessing.get_context('spawn').Process(target=print).start()
+        with pytest.raises(UnmarkedProcessError, match='bash'):
+            subprocess.run(['bash', '-c', 'true'])
+        assert sum(range(3)) == 3  # in-process work is fine
+        assert subprocess.run(['true']).returncode == 0  # a library's probe (gcc --version) is not a test's process
 
 
-def _through_a_helper():
-    return _runs_the_demo_tool()
+def test_the_guard_is_lifted_after_the_block():
+    before = subprocess.Popen.__init__, multiprocessing.process.BaseProcess.start
+    with process_guard('t'):
+        assert subprocess.Popen.__init__ is not before[0]
+    assert (subprocess.Popen.__init__, multiprocessing.process.BaseProcess.start) == before
 
 
-def _in_process():
-    return sum(range(3))
-
-
-def test_a_process_anywhere_below_makes_an_integration_test():
-    assert _starts_a_process(iter([_runs_the_demo_tool]))
-    assert _starts_a_process(iter([_through_a_helper]))
-    assert not _starts_a_process(iter([_in_process]))
+@pytest.mark.integration
+def test_an_integration_test_may_start_processes():
+    assert subprocess.run([sys.executable, '-c', 'print(2)'], capture_output=True, text=True).stdout == '2\n'

@@ -65,6 +65,7 @@ def test_heads_export_with_the_backbone(config, tmp_path):
     assert_matches(module, onnx_session(path), patch)
 
 
+@pytest.mark.integration
 def test_export_tool_writes_and_checks_the_model(tmp_path):
     proc = run_tool('export_onnx.py', REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py', '--out',
                     tmp_path / 'probe.onnx')
@@ -156,6 +157,7 @@ def test_non_finite_outputs_fail_the_check_naming_the_output():
         compare_outputs(torch_out, inf, names=['features', 'logits'])
 
 
+@pytest.mark.integration
 def test_export_tool_refuses_a_model_with_nan_outputs_before_writing(tmp_path):
     from mmengine.config import Config
     from mmseg.apis import init_model
@@ -250,6 +252,7 @@ def test_fixed_size_must_be_whole_patches(tmp_path):
         export_onnx(module, tmp_path / 'x.onnx', 16, fixed_size=(100, 64))
 
 
+@pytest.mark.integration
 def test_export_tool_checks_at_the_fixed_size_and_above_the_window(tmp_path):
     config = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
     fixed = run_tool('export_onnx.py', config, '--out', tmp_path / 'fixed.onnx', '--fixed-size', 96, 160)

@@ -121,6 +121,7 @@ def test_a_mixer_that_inherits_nothing_joins_the_supernet_with_its_own_init(pool
 
 
 # ----------------------------------------------------------------------------- the pipeline, at toy size
+@pytest.mark.integration
 def test_plugin_runs_through_distillation_search_export_and_test_tool(tiny_cityscapes, tmp_path, pooled):
     """A tiny teacher and its probe head; the plugin's supernet (L, W, P, C per layer; C inherits nothing)
     distilled; Step 1 searched from all-P (``--step1-order PCLW``: the user's order, P taken as the cheapest) with

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import REPO
 
 PACKAGE = REPO / 'jetvit_mm'
@@ -93,6 +95,7 @@ print('pure core ok')
 '''
 
 
+@pytest.mark.integration
 def test_core_runs_with_openmmlab_blocked(tmp_path):
     script = BLOCKED_RUN.format(blocked=OPENMMLAB, tmp=str(tmp_path))
     proc = subprocess.run([sys.executable, '-c', script], cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -124,6 +124,7 @@ def search_args(p, work_dir, *extra, stage=1, ckpt=None):
             '--beam-width', '2', *extra, '--cfg-options', f'val_dataloader.dataset.data_root={p["data"]}']
 
 
+@pytest.mark.integration
 def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
     p = pipeline
     work = tmp_path / 'search'
@@ -140,7 +141,12 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
     assert best.count('F') <= 2 and all(a == 'F' or a == b for a, b in zip(best, step1))
     assert {r['stage'] for r in summary['archs']} == {1, 2}
     assert all({'score', 'predicted_latency_ms', 'L', 'W', 'F', 'pareto'} <= set(r) for r in summary['archs'])
-    assert summary['teacher_latency_ms'] > 0 and summary['teacher_score'] >= 0
+    assert summary['teacher_latency_ms'] > 0
+    # the teacher's score is the probe's own (teacher backbone + its head), as tools/test.py measures it
+    teacher_out = tmp_path / 'teacher_metrics.json'
+    run_tool('test.py', PROBE, p['head'], '--work-dir', tmp_path / 'test_teacher', '--out', teacher_out,
+             '--cfg-options', 'model.backbone.arch=FFFF', f'test_dataloader.dataset.data_root={p["data"]}')
+    assert json.loads(teacher_out.read_text())['mIoU'] == pytest.approx(summary['teacher_score'], abs=1e-6)
     # Fig. 7's numbers are in search.json too: per stage and search step, each one-layer move's gain
     gains = summary['layer_gains']
     assert set(gains) == {'1', '2'} and all(len(row) == len(best) for rows in gains.values() for row in rows)
@@ -249,6 +255,7 @@ def test_exported_finetune_config_builds_the_searched_model(tmp_path):
         export_hybrid(supernet, 'WL', tmp_path / 'b', distill_config=str(large.with_name('dinov3_base_cityscapes.py')))
 
 
+@pytest.mark.integration
 def test_killed_search_resumes_without_rescoring(pipeline, tmp_path):
     p = pipeline
     reference = tmp_path / 'reference'
@@ -278,6 +285,7 @@ def test_killed_search_resumes_without_rescoring(pipeline, tmp_path):
     assert [a for a, _, _ in final['history'][:len(partial['history'])]] == [a for a, _, _ in partial['history']]
 
 
+@pytest.mark.integration
 def test_search_latency_size_is_the_preprocessed_input(pipeline, tmp_path):
     """ADE20K images are rarely multiples of the patch (512x683): the latency model times the size the backbone
     sees: one sliding window (32x32 in this config) of the preprocessed image, in whole patches. The teacher is
@@ -296,6 +304,7 @@ def test_search_latency_size_is_the_preprocessed_input(pipeline, tmp_path):
     assert stage['min_gain'] == pytest.approx(0.001)  # the default plateau scaled to a loss, not 0.1 mIoU points
 
 
+@pytest.mark.integration
 def test_search_refuses_a_config_whose_mixers_differ_from_the_distillation(pipeline, tmp_path):
     """Window size and L options have no parameters of their own: the distillation run's saved config is compared
     with the evaluation config's backbone before any scoring (the weights alone would load)."""
@@ -347,6 +356,7 @@ def test_metric_names_of_string_options():
         check_metric('mIoU', dict(type='IoUMetric', iou_metrics='mDice'))
 
 
+@pytest.mark.integration
 def test_search_bad_input_fails_before_scoring(pipeline, tmp_path):
     p = pipeline
 

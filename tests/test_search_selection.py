@@ -87,6 +87,7 @@ def test_step1_keeps_no_move_whose_gain_is_below_min_gain():
         search_step1(by_table(table), 2, min_gain=NAN)
 
 
+@pytest.mark.integration
 def test_tolerance_help_says_what_a_negative_value_does():
     text = ' '.join(run_tool('search.py', '--help').stdout.split())
     assert "A negative tolerance puts the target above the teacher's score" in text

@@ -117,6 +117,7 @@ def check_metrics(metrics: dict) -> None:
 
 # ------------------------------------------------------------------ end to end: tools/train.py and tools/test.py
 @pytest.mark.parametrize('name', sorted(TINY))
+@pytest.mark.integration
 def test_probe_training_keeps_backbone_frozen_and_trains_head(probe_runs, backbone_checkpoint, name):
     run = probe_runs[name]
     assert re.search(rf'Iter\(train\) \[{TRAIN_ITERS}/{TRAIN_ITERS}\]', run['train_log'])
@@ -136,6 +137,7 @@ def test_probe_training_keeps_backbone_frozen_and_trains_head(probe_runs, backbo
     assert not torch.equal(first['decode_head.bn.running_mean'], last['decode_head.bn.running_mean'])
 
 
+@pytest.mark.integration
 def test_test_tool_reports_iou_metrics_with_sliding_windows(probe_runs):
     run = probe_runs['cityscapes']
     assert 'Iter(val)' not in run['train_log']  # validation left to tools/test.py
@@ -148,6 +150,7 @@ def test_test_tool_reports_iou_metrics_with_sliding_windows(probe_runs):
         assert re.search(rf'\|\s*{name}\s*\|', log)
 
 
+@pytest.mark.integration
 def test_ade20k_validation_reports_iou_metrics(probe_runs):
     log = probe_runs['ade20k']['train_log']
     found = re.search(r'Iter\(val\) \[2/2\]\s+aAcc: ([\d.]+)\s+mIoU: ([\d.]+)\s+mAcc: ([\d.]+)', log)

@@ -10,6 +10,8 @@ import pytest
 
 from .conftest import REPO, run_tool
 
+pytestmark = pytest.mark.integration  # every test here starts a process
+
 CONFIGS = REPO / 'configs'
 ONE_ITER = ['train_cfg.max_iters=1', 'train_dataloader.batch_size=1', 'train_dataloader.num_workers=0',
             'train_dataloader.persistent_workers=False', 'default_hooks.checkpoint.interval=1']

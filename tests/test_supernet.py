@@ -288,6 +288,7 @@ def trained(tiny_cityscapes, teacher_ckpt, tmp_path_factory):
     return work_dir
 
 
+@pytest.mark.integration
 def test_training_lowers_loss_keeps_teacher_and_samples_paths(trained, tiny_cityscapes, teacher_ckpt):
     paths = read_paths(trained)
     assert sorted(paths) == list(range(24))
@@ -315,6 +316,7 @@ def test_training_lowers_loss_keeps_teacher_and_samples_paths(trained, tiny_city
     assert mean_after < 0.95 * mean_before, losses
 
 
+@pytest.mark.integration
 def test_resume_continues_the_path_sequence(trained, tiny_cityscapes, teacher_ckpt, tmp_path):
     resumed = tmp_path / 'resumed'
     resumed.mkdir()
@@ -329,6 +331,7 @@ def test_resume_continues_the_path_sequence(trained, tiny_cityscapes, teacher_ck
 
 
 @pytest.mark.parametrize('diff_rank_seed', [False, True])
+@pytest.mark.integration
 def test_two_process_cpu_training_samples_the_same_path(tiny_cityscapes, teacher_ckpt, tmp_path, diff_rank_seed):
     """Both ranks train the same path, also when mmengine seeds each rank differently (diff_rank_seed)."""
     torchrun = Path(sys.executable).with_name('torchrun')

@@ -27,6 +27,7 @@ def data_options(root: Path) -> list:
     return ['--cfg-options'] + [f'{split}_dataloader.dataset.data_root={root}' for split in ('train', 'val', 'test')]
 
 
+@pytest.mark.integration
 def test_train_writes_checkpoints_and_validates(trained):
     work_dir, proc = trained
     assert (work_dir / 'iter_2.pth').is_file() and (work_dir / 'iter_4.pth').is_file()
@@ -42,6 +43,7 @@ def test_train_writes_checkpoints_and_validates(trained):
     assert ckpt['meta']['jetvit_specs'] == {'backbone': spec.to_dict()}
 
 
+@pytest.mark.integration
 def test_test_tool_reports_iou_metric(trained, tiny_cityscapes, tmp_path):
     work_dir, _ = trained
     out = tmp_path / 'metrics.json'
@@ -57,6 +59,7 @@ def test_test_tool_reports_iou_metric(trained, tiny_cityscapes, tmp_path):
         assert re.search(rf'\|\s*{name}\s*\|', log)
 
 
+@pytest.mark.integration
 def test_resume_continues_from_saved_iteration(trained, tiny_cityscapes, tmp_path):
     import shutil
 
@@ -101,6 +104,7 @@ def test_set_resume_takes_the_checkpoint_seed_when_the_config_has_none(tmp_path)
     assert 'resume' not in not_resuming and 'randomness' not in not_resuming
 
 
+@pytest.mark.integration
 def test_two_process_cpu_probe_training(tiny_cityscapes, tmp_path):
     """torchrun on CPU ranks (gloo): the probe head's BatchNorm must not be SyncBN, which has no CPU kernel."""
     import os
@@ -120,6 +124,7 @@ def test_two_process_cpu_probe_training(tiny_cityscapes, tmp_path):
     assert 'decode_head.bn.running_mean' in state
 
 
+@pytest.mark.integration
 def test_load_from_runner_checkpoint(trained, tiny_cityscapes, tmp_path):
     work_dir, _ = trained
     opts = data_options(tiny_cityscapes) + [f'load_from={work_dir / "iter_4.pth"}', 'train_cfg.max_iters=1',
@@ -128,6 +133,7 @@ def test_load_from_runner_checkpoint(trained, tiny_cityscapes, tmp_path):
     assert 'Load checkpoint from' in proc.stdout + proc.stderr
 
 
+@pytest.mark.integration
 def test_unknown_type_in_config_names_type_and_registry(tiny_cityscapes, tmp_path):
     opts = data_options(tiny_cityscapes) + ['model.decode_head.type=LinearProbeHeadTypo']
     proc = run_tool('train.py', CONFIG, '--work-dir', tmp_path, *opts, check=False)
@@ -135,6 +141,7 @@ def test_unknown_type_in_config_names_type_and_registry(tiny_cityscapes, tmp_pat
     assert 'LinearProbeHeadTypo is not in the mmseg::model registry' in proc.stderr
 
 
+@pytest.mark.integration
 def test_amp_without_gpu_is_a_clear_error(tiny_cityscapes, tmp_path):
     if torch.cuda.is_available():
         pytest.skip('this checks the CPU-only message')

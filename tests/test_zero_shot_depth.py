@@ -234,6 +234,7 @@ def reference_metrics(original: Path, root: Path, name: str) -> dict:
 
 
 @pytest.mark.parametrize('name', list(CASES))
+@pytest.mark.integration
 def test_shipped_zero_shot_config_through_tools_test(name, data, checkpoint, tmp_path):
     """configs/depth/depthanything_large_eval_<name>.py with the backbone and head shrunk (everything else as
     shipped): tools/test.py's AbsRel / delta1 equal the independent recomputation."""
@@ -251,6 +252,7 @@ def test_shipped_zero_shot_config_through_tools_test(name, data, checkpoint, tmp
     assert not re.search(r'NaN or infinite|no valid depth', proc.stdout + proc.stderr)
 
 
+@pytest.mark.integration
 def test_search_scores_archs_by_a_zero_shot_set(data, checkpoint, tmp_path):
     """tools/search.py takes a zero-shot config as its evaluation: Step 1 on DIODE AbsRel (lower is better, as the
     metric declares) after a supernet distillation, and the best arch is the lowest score."""

@@ -79,8 +79,7 @@ from jetvit_mm.benchmark.allocator import POLICIES as MALLOC_POLICIES
 from jetvit_mm.benchmark.archs import ARCH_SHORTCUTS
 from jetvit_mm.benchmark.distill import build_distiller, distill_step
 from jetvit_mm.benchmark.host import machine_record, malloc_note, malloc_record, prepare_host, started_at
-from jetvit_mm.benchmark.memory import DTYPES as MODEL_DTYPES
-from jetvit_mm.benchmark.mixers import DTYPES as MIXER_DTYPES
+from jetvit_mm.benchmark.mixers import DTYPE_CHOICES as MIXER_DTYPES
 from jetvit_mm.benchmark.mixers import FAST_KERNELS, benchmark_mixers
 from jetvit_mm.benchmark.models import (
     DEFAULT_ARCHS,
@@ -96,6 +95,7 @@ from jetvit_mm.benchmark.targets import distill_step_target, print_targets
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
 from jetvit_mm.cli import check_inputs, check_outputs, finite, positive
 from jetvit_mm.cli import count as count_arg
+from jetvit_mm.dtypes import SHORT as MODEL_DTYPES
 from jetvit_mm.jsonio import read_json_file
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.mixers.kernels import WINDOW_KERNELS

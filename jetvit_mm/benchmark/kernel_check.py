@@ -18,10 +18,10 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import torch
 from torch import nn
 
+from jetvit_mm.dtypes import to_dtype
 from jetvit_mm.models.mixers import LinearAttention, WindowAttention
 from jetvit_mm.models.mixers.kernels import available_kernels
 
-DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16}
 BF16_EPS = torch.finfo(torch.bfloat16).eps
 CONVS = ('squeeze', 'static', 'token', 'none')
 ROPES = ('rotate_half', 'interleaved', 'none')
@@ -123,7 +123,7 @@ def compare(out: torch.Tensor, torch_out: torch.Tensor, ref_fp32: torch.Tensor, 
     """The tolerance rule of the module docstring: error, bound, pass."""
     scale = ref_fp32.abs().max().item()
     err = (out.float() - ref_fp32).abs().max().item()
-    if not (torch.isfinite(out).all() and out.dtype == DTYPES[dtype]):
+    if not (torch.isfinite(out).all() and out.dtype == to_dtype(dtype)):
         return dict(err=float('nan'), bound=0., scale=scale, ok=False)
     if dtype == 'fp32':  # torch.testing's rule: |out - ref| <= atol + rtol * |ref| everywhere
         ok = bool(((out - ref_fp32).abs() <= 1e-5 * scale + 1e-5 * ref_fp32.abs()).all())
@@ -157,8 +157,8 @@ def run_case(case: Case, device: torch.device) -> Dict[str, object]:
         with torch.inference_mode():
             ref_fp32 = call(reference, x).float()
             if case.dtype != 'fp32':
-                reference, fast, x = reference.to(DTYPES[case.dtype]), fast.to(DTYPES[case.dtype]), x.to(
-                    DTYPES[case.dtype])
+                reference, fast, x = reference.to(to_dtype(case.dtype)), fast.to(to_dtype(case.dtype)), x.to(
+                    to_dtype(case.dtype))
             torch_out = call(reference, x) if case.dtype != 'fp32' else ref_fp32
             out = call(fast, x)
         result = compare(out, torch_out, ref_fp32, case.dtype)

@@ -36,9 +36,10 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 
+from jetvit_mm.dtypes import to_dtype
+
 from .distill import build_distiller, distill_step
 
-DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 MMAP_THRESHOLD = 128 * 1024
 
 
@@ -92,7 +93,7 @@ def forward_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
     if spec.get('threads'):
         torch.set_num_threads(int(spec['threads']))
     device = torch.device(spec.get('device', 'cpu'))
-    dtype = DTYPES[spec.get('dtype', 'fp32')]
+    dtype = to_dtype(spec.get('dtype', 'fp32'))
     torch.manual_seed(0)
     model = build_model(spec['model'], spec.get('head')).to(device=device, dtype=dtype).eval()
     x = torch.randn(*spec['input_shape'], device=device, dtype=dtype)

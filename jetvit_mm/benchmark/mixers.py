@@ -6,6 +6,7 @@ import torch
 from timm.layers import Mlp, RotaryEmbeddingDinoV3
 from torch import nn
 
+from jetvit_mm.dtypes import to_dtype
 from jetvit_mm.models.jetvit import JetBlock
 from jetvit_mm.models.mixers import build_mixer, default_mixers
 from jetvit_mm.models.mixers.kernels import LINEAR_KERNELS, WINDOW_KERNELS
@@ -14,7 +15,7 @@ from .host import machine_record, malloc_note, malloc_record, started_at
 from .targets import mixer_targets, print_targets
 from .timing import maybe_graphed, summarize, time_interleaved
 
-DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16}
+DTYPE_CHOICES = ('fp32', 'bf16')  # the mixer table's --dtype
 LINEAR_CONVS = ('none', 'static', 'squeeze', 'token')
 FAST_KERNELS = tuple(sorted(set(LINEAR_KERNELS + WINDOW_KERNELS) - {'torch'}))
 
@@ -77,7 +78,7 @@ def benchmark_mixers(*, grid: Tuple[int, int], dim: int, heads: int, batch: int,
                      on_round: Optional[Callable[[int, bool], None]] = None) -> Dict[str, object]:
     """Time :func:`mixer_entries` on ``batch`` x (``prefix`` + h * w) tokens; prints the table and the targets and
     returns the result (date, machine, allocator, stats, samples, targets)."""
-    dev, torch_dtype = torch.device(device), DTYPES[dtype]
+    dev, torch_dtype = torch.device(device), to_dtype(dtype, valid=DTYPE_CHOICES)
     torch.manual_seed(0)
     h, w = grid
     x = torch.randn(batch, prefix + h * w, dim, device=dev, dtype=torch_dtype)

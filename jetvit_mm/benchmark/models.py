@@ -8,6 +8,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 import torch
 from torch import nn
 
+from jetvit_mm.dtypes import to_dtype
 from jetvit_mm.models.arch import mixer_table_of
 from jetvit_mm.models.heads.dpt import dpt_preset
 from jetvit_mm.models.mixers import DEFAULT_MIXERS
@@ -18,7 +19,7 @@ from .archs import ARCH_SHORTCUTS, resolve_arch
 from .contention import QUIET_CORES, CpuContention, quiet_stats
 from .flops import count_flops
 from .host import machine_record, malloc_note, malloc_record, started_at
-from .memory import DTYPES, build_model, cuda_forward_memory, measure_forward_memory
+from .memory import build_model, cuda_forward_memory, measure_forward_memory
 from .onnx_runtime import ORT_SUFFIX
 from .profile import backbone_of, block_times, profile_model
 from .sdpa import make_runners, sdpa_backends
@@ -140,7 +141,7 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     round-robin (rows labelled ``<label> (onnxruntime)``; ``'fixed'``: exported once per size, W windowed).
     ``freeze`` (with ``compile_model``): inductor's freezing for every model alike (weights folded into the graph as
     constants; on the CPU the Linears' weights prepacked for oneDNN), PyTorch's setting for CPU inference."""
-    dev, torch_dtype = torch.device(device), DTYPES[dtype]
+    dev, torch_dtype = torch.device(device), to_dtype(dtype)
     models: Dict[str, nn.Module] = {}
     for e in entries:
         torch.manual_seed(0)  # the same random weights wherever two archs share them
@@ -246,7 +247,7 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
 def add_peak_memory(rows: List[Dict[str, object]], entries: List[Entry], models: Dict[str, nn.Module], batch: int,
                     dtype: str, device: str, threads: int) -> None:
     """Each row's peak memory of one forward: in this process on CUDA, in a fresh process per row on CPU."""
-    dev, torch_dtype = torch.device(device), DTYPES[dtype]
+    dev, torch_dtype = torch.device(device), to_dtype(dtype)
     print('\npeak memory: ' + ('torch.cuda.max_memory_allocated per arch and size' if dev.type == 'cuda'
                                 else 'one fresh process per arch and size'), flush=True)
     for row in rows:

@@ -42,8 +42,9 @@ from typing import Callable, Dict, List, Sequence
 import torch
 from torch import nn
 
+from jetvit_mm.dtypes import dtype_bytes
+
 GIB = 1024 ** 3
-DTYPE_BYTES = {'float32': 4, 'bfloat16': 2, 'float16': 2}
 
 
 @dataclass
@@ -181,9 +182,7 @@ def plan_memory(params: ParamCounts, activations: Activations, world_size: int, 
     """The per-GPU split (bytes) and the fit check, with and without activation checkpointing."""
     if world_size < 1:
         raise ValueError(f'world_size must be >= 1, got {world_size}')
-    if param_dtype not in DTYPE_BYTES:
-        raise ValueError(f'unknown param_dtype {param_dtype!r}; valid: {", ".join(DTYPE_BYTES)}')
-    b = DTYPE_BYTES[param_dtype] if fsdp else 4
+    b = dtype_bytes(param_dtype, 'param_dtype') if fsdp else 4
     total_params = params.trainable + params.frozen
     if fsdp:
         split = {'parameters': 4 * total_params / world_size + b * (2 * params.largest_unit + params.root),

@@ -31,7 +31,11 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
 from jetvit_mm.models.arch import SPEC_KEY, check_spec
-from jetvit_mm.models.checkpoints import register_fallback_loader, register_jetvit_reader, strip_prefix
+from jetvit_mm.models.checkpoints import (
+    register_fallback_loader,
+    register_jetvit_reader,
+    strip_wrapper_prefix,
+)
 from jetvit_mm.models.checkpoints.io import UnsafeCheckpointError, torch_load
 
 from .config_text import neutralise_config_text
@@ -146,8 +150,7 @@ def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> 
     state = raw.get('state_dict', raw) if isinstance(raw, dict) else None
     if not isinstance(state, dict):
         raise ValueError(f'{filename} does not hold a state dict')
-    if state and all(k.startswith('module.') for k in state):
-        state = strip_prefix(state, 'module.')
+    state = strip_wrapper_prefix(state)
     backbone = getattr(model, 'backbone', None)
     optional = {k for k in model.state_dict() if k.endswith(SPEC_KEY)}
     if isinstance(backbone, JetViT):

@@ -20,20 +20,15 @@ from mmengine.runner import Runner
 from torch import nn
 
 from jetvit_mm.distill.fsdp2 import is_meta, materialize_shards, shard_model
+from jetvit_mm.dtypes import LONG, to_dtype
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .fsdp_checkpoint import STATE_DICT_TYPES, gather_checkpoint_state
 
-DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
-
 
 def _dtype(name: Optional[str], what: str) -> Optional[torch.dtype]:
-    if name is None:
-        return None
-    if name not in DTYPES:
-        raise ValueError(f'FSDP2Wrapper: unknown {what} {name!r}; valid: {", ".join(DTYPES)} or None (the '
-                         'parameters\' own dtype)')
-    return DTYPES[name]
+    """``None`` keeps the parameters' own dtype."""
+    return None if name is None else to_dtype(name, f'FSDP2Wrapper {what}', valid=(*LONG, 'None'))
 
 
 @MODEL_WRAPPERS.register_module()

@@ -23,7 +23,7 @@ import torch
 from mmengine.config import Config
 
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
-from jetvit_mm.models.checkpoints import strip_prefix
+from jetvit_mm.models.checkpoints import strip_wrapper_prefix
 from jetvit_mm.visual import colour_map, fit_pca, labelled_row, mean_cosine, pca_colours
 
 from .checkpoint import load_local_checkpoint
@@ -52,8 +52,8 @@ def teacher_config(cfg: Config, checkpoint: str) -> Config:
     checkpoint) and no weights file of its own; ``cfg`` unchanged where the checkpoint names no arch."""
     raw = load_local_checkpoint(checkpoint, map_location='cpu', mmap=True)
     state = raw.get('state_dict', raw) if isinstance(raw, dict) else {}
-    if isinstance(state, dict) and state and all(k.startswith('module.') for k in state):
-        state = strip_prefix(state, 'module.')
+    if isinstance(state, dict):
+        state = strip_wrapper_prefix(state)
     spec = saved_spec(state, raw.get('meta') or {}, 'backbone.', checkpoint) if isinstance(state, dict) else None
     cfg = without_backbone_checkpoint(cfg)
     backbone = cfg.model.get('backbone')

@@ -9,10 +9,9 @@ from mmengine.registry import DefaultScope
 
 from jetvit_mm.benchmark.planner import GIB, Activations, count_params, measure_activations, plan_memory
 from jetvit_mm.distill.fsdp2 import shard_units
+from jetvit_mm.dtypes import to_dtype
 
 from .registry import MODELS
-
-DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
 def config_settings(cfg: Config) -> Dict[str, object]:
@@ -46,7 +45,7 @@ def plan_config(cfg: Config, world_size: int, batch: int, size: Tuple[int, int],
         raise ValueError(f'--size {size[0]} {size[1]}: not a multiple of the patch size {patch}')
     units = shard_units(model)
     params = count_params(model, units, list(student.blocks))
-    dtype = DTYPES[settings['param_dtype']]
+    dtype = to_dtype(settings['param_dtype'], 'param_dtype')
     for param in model.parameters():  # what FSDP2's MixedPrecisionPolicy computes with (buffers keep theirs)
         param.data = param.data.to(dtype)
     model.train()

@@ -1,5 +1,5 @@
 """The JetViT supernet: per layer a set of candidate mixers, one active path at a time."""
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -171,6 +171,3 @@ class JetViTSupernet(JetViT):
         current = self.arch
         self.set_arch(arch)  # validates
         self.set_arch(current)
-
-    def candidate_letters(self) -> List[str]:
-        return sorted({letter for options in self.search_space for letter in options})

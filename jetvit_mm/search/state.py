@@ -1,28 +1,15 @@
 """The search's state file: JSON, rewritten atomically after every scored arch."""
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Dict
 
 from jetvit_mm.jsonio import read_json_file
+from jetvit_mm.models.checkpoints.integrity import atomic_write
 
 
 def write_json_atomic(path: Path, data: Dict[str, Any]) -> None:
     """Write ``data`` to ``path`` so that a reader (or a killed writer) never sees a partial file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + '.', suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'w') as f:
-            json.dump(data, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda f: f.write(json.dumps(data, indent=2).encode()))
 
 
 def read_json(path: Path) -> Dict[str, Any]:

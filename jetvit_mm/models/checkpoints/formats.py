@@ -17,6 +17,12 @@ def strip_prefix(state: StateDict, prefix: str) -> StateDict:
     return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
 
 
+def strip_wrapper_prefix(state: StateDict) -> StateDict:
+    """``state`` without the ``module.`` prefix a DistributedDataParallel wrapper leaves on every key (as is when
+    not every key has it)."""
+    return strip_prefix(state, 'module.') if state and all(k.startswith('module.') for k in state) else state
+
+
 def convert_dinov3_official(state: StateDict) -> StateDict:
     """facebookresearch/dinov3 ``.pth``: storage tokens, ``ls*.gamma``, masked qkv bias, SwiGLU ``w1/w2/w3``,
     RoPE ``periods`` (kept: REFERENCE trap 2)."""

@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import torch
 
 from .extensions import fallback_loader
-from .formats import strip_prefix
+from .formats import strip_wrapper_prefix
 from .integrity import check_zip_records, verify_digest
 
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'teacher')
@@ -111,22 +111,6 @@ def _torch_file_kind(head: bytes) -> Optional[str]:
     return None
 
 
-def read_state_dict(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
-    """Tensors of a ``.safetensors`` file, or of a ``.pth``/``.pt``/``.bin`` read with ``weights_only=True``.
-
-    A checkpoint that wraps its weights (``{'state_dict': ...}``, ``{'model': ...}``) is unwrapped, and a
-    ``module.`` prefix left by DistributedDataParallel is removed.
-    """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f'checkpoint not found: {path}')
-    if path.suffix == '.safetensors':
-        state = _load_safetensors(path)
-    else:
-        state = _load_pth(path)
-    return _unwrap(state, path)
-
-
 def _unwrap(state: Any, path: Path) -> Dict[str, torch.Tensor]:
     for key in WRAPPER_KEYS:
         if isinstance(state, dict) and isinstance(state.get(key), dict):
@@ -134,9 +118,7 @@ def _unwrap(state: Any, path: Path) -> Dict[str, torch.Tensor]:
             break
     if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
         raise ValueError(f'{path} does not hold a state dict of tensors')
-    if state and all(k.startswith('module.') for k in state):
-        state = strip_prefix(state, 'module.')
-    return dict(state)
+    return dict(strip_wrapper_prefix(state))
 
 
 def check_state_keys(own: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor], target: str, source: str,

@@ -7,7 +7,7 @@ table (:class:`MixerTable`) maps its letters to types and options, and the looku
 there, once, when the model is built.
 """
 import inspect
-from typing import Any, Dict, Iterable, Optional, Tuple, Type
+from typing import Any, Dict, Iterable, Optional, Type
 
 from torch import nn
 
@@ -84,36 +84,9 @@ def build_mixer(
     return table.build(letter, **common)
 
 
-def _table_of(args: Optional[Dict[str, Any]]) -> MixerTable:
-    args = args or {}
-    return MixerTable.from_args(args.get('mixers'))
-
-
-def mixing_args(args: Optional[Dict[str, Any]], letters: str = 'LW') -> Dict[str, Any]:
-    """What the ``letters`` layers of a model built with ``args`` compute beyond their parameters, named as a user
-    sets them (``mixers.<letter>.<key>``), defaults filled in. Deployment
-    switches that change only rounding (``mixers.L.precision``, ``mixers.L.kernel``, ``mixers.W.kernel``)
-    and initialisations are not part of it (:meth:`MixerEntry.spec_options`)."""
-    table = _table_of(args)
-    out: Dict[str, Any] = {}
-    for letter in letters:
-        if letter in table:
-            entry = table[letter]
-            out.update({option_name(letter, entry.type, k): v for k, v in entry.spec_options().items()})
-    return out
-
-
-def mixing_differences(saved: Optional[Dict[str, Any]], given: Optional[Dict[str, Any]],
-                       letters: str = 'LW') -> Dict[str, Tuple[Any, Any]]:
-    """``{option: (saved value, given value)}`` for the :func:`mixing_args` of ``letters`` that differ."""
-    ran, now = mixing_args(saved, letters), mixing_args(given, letters)
-    return {k: (ran.get(k), now.get(k)) for k in sorted(set(ran) | set(now)) if ran.get(k) != now.get(k)}
-
-
 __all__ = [
     'CONV_VARIANTS', 'COMMON_ARGS', 'DEFAULT_MIXERS', 'INHERITS', 'LINEAR_CFG_KEYS', 'MIXERS', 'MIXER_REGISTRY',
     'FullAttention', 'LinearAttention', 'MixerContractError', 'MixerEntry', 'MixerRegistry', 'MixerTable',
     'SqueezeDynamicConv', 'StaticDepthwiseConv', 'TokenDynamicConv', 'TokenMixer', 'WindowAttention', 'build_mixer',
-    'default_mixers', 'get_mixer_cls', 'mixing_args', 'mixing_differences', 'option_name', 'refuse_removed_arguments',
-    'register_mixer', 'validate_arch',
+    'default_mixers', 'get_mixer_cls', 'option_name', 'refuse_removed_arguments', 'register_mixer', 'validate_arch',
 ]

@@ -50,9 +50,6 @@ class MixerRegistry:
     def names(self) -> List[str]:
         return sorted(self._classes)
 
-    def name_of(self, cls: MixerClass) -> Optional[str]:
-        return next((name for name, c in self._classes.items() if c is cls), None)
-
     def subscribe(self, listener: Callable[[str, MixerClass], None]) -> None:
         """Call ``listener(name, cls)`` for every registration, those made already included."""
         if listener in self._listeners:

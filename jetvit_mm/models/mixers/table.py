@@ -156,9 +156,6 @@ class MixerTable:
         """``{letter: {'type': ..., **spec options}}`` for ``letters`` (what the arch spec records)."""
         return {letter: dict(type=self[letter].type, **self[letter].spec_options()) for letter in sorted(set(letters))}
 
-    def to_config(self) -> Dict[str, Dict[str, Any]]:
-        return {letter: entry.config() for letter, entry in self.entries.items()}
-
     def option_names(self, letter: str) -> Dict[str, str]:
         entry = self.entries[letter]
         return {k: option_name(letter, entry.type, k) for k in own_parameters(entry.cls)}

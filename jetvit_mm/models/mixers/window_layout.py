@@ -5,6 +5,20 @@ import torch
 import torch.nn.functional as F
 
 
+def window_blocks(grid: torch.Tensor, window: Tuple[int, int]) -> torch.Tensor:
+    """The one window reordering: a token grid ``[..., h, w, C]`` as windows ``[..., nh, nw, wh * ww, C]`` (row-major
+    windows, each row-major inside), zero-padded where the grid is not a multiple of the window. A view of ``grid``
+    (a padded copy where padding is needed) until a caller reshapes it."""
+    *lead, h, w, C = grid.shape
+    wh, ww = window
+    nh, nw = -(-h // wh), -(-w // ww)
+    if (nh * wh, nw * ww) != (h, w):
+        grid = F.pad(grid, (0, 0, 0, nw * ww - w, 0, nh * wh - h))
+    n = len(lead)
+    blocks = grid.reshape(*lead, nh, wh, nw, ww, C).permute(*range(n), n, n + 2, n + 1, n + 3, n + 4)
+    return blocks.flatten(n + 2, n + 3)
+
+
 def window_partition(
         x: torch.Tensor,
         grid_size: Tuple[int, int],
@@ -20,14 +34,11 @@ def window_partition(
     (h, w), (wh, ww) = grid_size, window
     nh, nw = -(-h // wh), -(-w // ww)
     P = 0 if prefix is None else prefix.shape[2]
-    grid = x.reshape(B, H, h, w, C)
-    if (nh * wh, nw * ww) != (h, w):
-        grid = F.pad(grid, (0, 0, 0, nw * ww - w, 0, nh * wh - h))
     out = x.new_empty(B, nh * nw, H, P + wh * ww, C)
     if prefix is not None:
         out[:, :, :, :P] = prefix.unsqueeze(1)
-    windows = out[:, :, :, P:].unflatten(1, (nh, nw)).unflatten(4, (wh, ww))  # [B, nh, nw, H, wh, ww, C], a view
-    windows.copy_(grid.reshape(B, H, nh, wh, nw, ww, C).permute(0, 2, 4, 1, 3, 5, 6))
+    windows = out[:, :, :, P:].unflatten(1, (nh, nw))  # [B, nh, nw, H, wh * ww, C], a view
+    windows.copy_(window_blocks(x.reshape(B, H, h, w, C), window).permute(0, 2, 3, 1, 4, 5))
     return out.reshape(B * nh * nw, H, P + wh * ww, C)
 
 

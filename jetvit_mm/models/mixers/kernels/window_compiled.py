@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ..window_layout import window_partition
+from ..window_layout import window_blocks, window_partition
 from .linear_fused import rotate, rotation_table
 
 KEY_MULTIPLE = 16
@@ -34,17 +34,12 @@ def padded_key_mask(grid_size: Tuple[int, int], window: Tuple[int, int], num_pre
     return valid[:1 if h % wh == 0 and w % ww == 0 else None, None, None, :]
 
 
-def window_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
+def rows_as_windows(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int]) -> torch.Tensor:
     """Patch rows ``[B, h * w, ...]`` (any strides) as windows ``[B, windows, wh * ww, ...]``, zero-padded where the
     grid is not a multiple of the window."""
     B, rest = x.shape[0], x.shape[2:]
-    (h, w), (wh, ww) = grid_size, window
-    nh, nw = -(-h // wh), -(-w // ww)
-    grid = x.reshape(B, h, w, -1)
-    if (nh * wh, nw * ww) != (h, w):
-        grid = F.pad(grid, (0, 0, 0, nw * ww - w, 0, nh * wh - h))
-    grid = grid.reshape(B, nh, wh, nw, ww, -1).permute(0, 1, 3, 2, 4, 5)
-    return grid.reshape(B, nh * nw, wh * ww, *rest)
+    blocks = window_blocks(x.reshape(B, *grid_size, -1), window)
+    return blocks.reshape(B, -1, blocks.shape[-2], *rest)
 
 
 def prefix_key_mask(windows: int, keys: int, window_keys: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
@@ -93,13 +88,13 @@ def padded_window_attention(
     (h, w), (wh, ww) = grid_size, window
     q, k, v = qkv.reshape(B, N, 3, num_heads, C).unbind(2)  # [B, N, heads, C], views of qkv
     # the sign each feature's partner enters with is folded into sin for both layouts (what ``rotate`` expects)
-    table = None if rope is None else window_major(rotation_table(rope, 0, rotate_half)[None], grid_size,
+    table = None if rope is None else rows_as_windows(rotation_table(rope, 0, rotate_half)[None], grid_size,
                                                    window)[:, None]  # [1, 1, windows, S, 2 * C]
     S = wh * ww
     keys = -(-(P + S) // KEY_MULTIPLE) * KEY_MULTIPLE
 
     def windows(t: torch.Tensor, rotated: bool) -> torch.Tensor:  # patches of t -> [B, heads, windows, S, C]
-        t = window_major(t[:, P:], grid_size, window).permute(0, 3, 1, 2, 4)
+        t = rows_as_windows(t[:, P:], grid_size, window).permute(0, 3, 1, 2, 4)
         if rotated and table is not None:
             t = rotate(t.float(), table, rotate_half).to(t.dtype)
         return t

@@ -13,6 +13,7 @@ from typing import Callable, Dict, Optional, Tuple
 import torch
 
 from ..rope import rotate_query_key
+from ..window_layout import window_blocks
 
 BLOCK = 128  # FlexAttention's default sparse block
 CACHE_SIZE = 16  # grids (x windows x prefix x device) whose masks and query orders are kept
@@ -45,16 +46,14 @@ def _layout(grid_size: Tuple[int, int], window: Tuple[int, int]) -> Tuple[int, i
     return -(-h // wh), -(-w // ww), -(-wh * ww // BLOCK) * BLOCK
 
 
-def window_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
+def flex_windows(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
                  keep_prefix: bool = True) -> torch.Tensor:
     """``[B, H, P + h * w, C]`` -> ``[B, H, windows * slots (+ P), C]``: windows in order, zero-padded, then the
     prefix tokens (``keep_prefix``: the keys and values) or nothing (the patch queries)."""
     B, H, _, C = x.shape
     (h, w), (wh, ww) = grid_size, window
     nh, nw, slots = _layout(grid_size, window)
-    grid = x[:, :, num_prefix_tokens:].reshape(B, H, h, w, C)
-    grid = torch.nn.functional.pad(grid, (0, 0, 0, nw * ww - w, 0, nh * wh - h))
-    windows = grid.reshape(B, H, nh, wh, nw, ww, C).permute(0, 1, 2, 4, 3, 5, 6).reshape(B, H, nh * nw, wh * ww, C)
+    windows = window_blocks(x[:, :, num_prefix_tokens:].reshape(B, H, h, w, C), window).flatten(2, 3)
     if not keep_prefix:
         return window_major_queries(x, grid_size, window, num_prefix_tokens)
     out = x.new_zeros(B, H, nh * nw * slots + num_prefix_tokens, C)  # one 4-D buffer, as FlexAttention takes it
@@ -157,7 +156,7 @@ def flex_window_attention(
         q, k = rotate_query_key(q, k, rope, num_prefix_tokens, rotate_half)
     # the prefix queries see every real token: SDPA over the row-major keys
     prefix = torch.nn.functional.scaled_dot_product_attention(q[:, :, :num_prefix_tokens], k, v)
-    patches = flex_attention(window_major(q, grid_size, window, num_prefix_tokens, keep_prefix=False),
-                             window_major(k, grid_size, window, num_prefix_tokens),
-                             window_major(v, grid_size, window, num_prefix_tokens), block_mask=block_mask)
+    patches = flex_attention(flex_windows(q, grid_size, window, num_prefix_tokens, keep_prefix=False),
+                             flex_windows(k, grid_size, window, num_prefix_tokens),
+                             flex_windows(v, grid_size, window, num_prefix_tokens), block_mask=block_mask)
     return row_major(patches, prefix, grid_size, window)
