@@ -187,6 +187,7 @@ def toy_inputs(tmp_path_factory) -> Tuple[Path, Path]:
 
 @pytest.mark.parametrize('key', [('README.md', 'readme-steps'), ('docs/pipeline.md', 'seg-steps')],
                          ids=['readme', 'pipeline'])
+@pytest.mark.integration
 def test_segmentation_chain_runs_as_written(key, toy_inputs, tmp_path):
     teacher, data = toy_inputs
     for name in ('tools', 'configs', 'tests'):

@@ -196,6 +196,7 @@ def interpreted_results() -> Dict[str, Optional[str]]:
 
 
 @pytest.mark.parametrize('case', list(INTERPRETED))
+@pytest.mark.integration
 def test_the_triton_kernels_are_a_custom_op_a_compiled_graph_keeps(interpreted_results, case):
     assert interpreted_results[case] is None, interpreted_results[case]
 

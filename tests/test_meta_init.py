@@ -54,6 +54,7 @@ def runs(tmp_path_factory):
     return results, params, new
 
 
+@pytest.mark.integration
 def test_meta_init_loads_what_the_full_build_loads(runs):
     results, _, new = runs
     meta, full = results['meta'], results['full']
@@ -68,6 +69,7 @@ def test_meta_init_loads_what_the_full_build_loads(runs):
             assert (meta['state'][key] == 0).all() == (value == 0).all(), key
 
 
+@pytest.mark.integration
 def test_meta_init_peak_per_rank_is_a_shard_plus_one_block(runs):
     results, params, _ = runs
     planned = build_load_bytes(params, WORLD)
