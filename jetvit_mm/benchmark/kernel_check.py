@@ -8,8 +8,8 @@ check (``scripts/gpu_check.sh``), with the tolerances of the CPU tests (tests/te
 Cases: L with ``kernel='triton'`` and ``'compile'`` for every conv variant, both RoPE layouts and none, prefix 0 / 1
 / 5, an odd grid, batch 1 and 3; W with ``'flex'`` and ``'compile'`` over the same axes; a whole 2F model on
 ``'auto'`` against the same model on the torch paths. Backward (``-grad`` cases, autograd enabled as in training):
-the input's gradient for one fixed output gradient, by the same rule (bf16: at most six spacings, the CPU tests'
-gradient tolerance: the bf16 qkv Linear's backward alone rounds that far), on the paths that train (L
+the input's gradient for one fixed output gradient, by the same rule without the four-spacing cap (the bf16 qkv
+Linear's backward alone rounds the input's gradient by several spacings), on the paths that train (L
 ``'triton'``: its Triton backward; W ``'flex'`` on CUDA: FlexAttention's backward) around the same base case (L:
 prefix 0, batch 3 on an even grid, both other RoPE layouts, a static conv; W: batch 3 on an even grid), and the
 whole model. Pure torch + timm: runs on the device image without mmengine.
@@ -148,9 +148,9 @@ def build_model_pair(case: Case) -> Tuple[nn.Module, nn.Module]:
 
 
 def compare(out: torch.Tensor, torch_out: torch.Tensor, ref_fp32: torch.Tensor, dtype: str,
-            spacings: int = 4) -> Dict[str, float]:
+            spacings: Optional[int] = 4) -> Dict[str, float]:
     """The tolerance rule of the module docstring: error, bound, pass (bf16: at most ``spacings`` bf16 spacings at
-    the output's scale; gradients get 6, as in tests/test_equivalence_matrix.py)."""
+    the output's scale; None for gradients: the torch path's own error plus one spacing, whatever it is)."""
     scale = ref_fp32.abs().max().item()
     err = (out.float() - ref_fp32).abs().max().item()
     if not (torch.isfinite(out).all() and out.dtype == DTYPES[dtype]):
@@ -159,7 +159,9 @@ def compare(out: torch.Tensor, torch_out: torch.Tensor, ref_fp32: torch.Tensor, 
         ok = bool(((out - ref_fp32).abs() <= 1e-5 * scale + 1e-5 * ref_fp32.abs()).all())
         return dict(err=err, bound=2e-5 * scale, scale=scale, ok=ok)
     torch_err = (torch_out.float() - ref_fp32).abs().max().item()
-    bound = min(torch_err + BF16_EPS * scale, spacings * BF16_EPS * scale)
+    bound = torch_err + BF16_EPS * scale
+    if spacings is not None:
+        bound = min(bound, spacings * BF16_EPS * scale)
     return dict(err=err, bound=bound, scale=scale, ok=err <= bound)
 
 
@@ -210,7 +212,7 @@ def _grad_result(case: Case, reference: nn.Module, fast: nn.Module, x: torch.Ten
         dtype = DTYPES[case.dtype]
         reference, fast, x = reference.to(dtype), fast.to(dtype), x.to(dtype)
     torch_grad = _input_grad(call, reference, x, out_grad) if case.dtype != 'fp32' else ref_fp32
-    return compare(_input_grad(call, fast, x, out_grad), torch_grad, ref_fp32, case.dtype, spacings=6)
+    return compare(_input_grad(call, fast, x, out_grad), torch_grad, ref_fp32, case.dtype, spacings=None)
 
 
 def run_case(case: Case, device: torch.device) -> Dict[str, object]:
