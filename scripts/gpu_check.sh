@@ -5,13 +5,14 @@
 #     bash scripts/gpu_check.sh "$OUT"            # `run` command: bash scripts/gpu_check.sh "$OUT"; timeout_s 480
 #
 # nothing to carry (the working tree travels; jetvit_mm's pure core needs torch >= 2.11 and timm only).
-# Phases, in order, each under its own time budget (seconds on one H200; 340 s in all, compiles included):
+# Phases, in order, each under its own time budget (seconds on one H200; 360 s in all, compiles included):
 #
 #   | phase   | budget | what                                                                              |
 #   |---------|-------:|-----------------------------------------------------------------------------------|
 #   | env     |     20 | versions, GPU, the SDPA backend of the teacher's F layers (bf16 and fp32)           |
-#   | kernels |     60 | every fast path vs the torch path on CUDA, fp32 and bf16 (kernel_check.py), the   |
-#   |         |        | whole 2F model 'auto' vs torch; exit 1 on a mismatch                              |
+#   | kernels |     80 | every fast path vs the torch path on CUDA, fp32 and bf16 (kernel_check.py), the   |
+#   |         |        | whole 2F model 'auto' vs torch, forward and backward (L Triton, W Flex: the       |
+#   |         |        | input's gradient, '-grad' cases); exit 1 on a mismatch                            |
 #   | mixers  |     45 | the mixer table, bf16, CUDA graphs, every fast kernel                             |
 #   | models  |     75 | teacher / 2F / all-L / all-W at 1024x2048 bf16 with CUDA graphs + per-block profile |
 #   |         |        | (the teacher with cuDNN attention too; ratios against the fastest teacher)         |
@@ -66,7 +67,7 @@ elif \"$py\" -c 'import mmcv.ops, mmdet, pytest' 2>/dev/null; then \"$py\" -m py
 installed in this image'; fi"
 
 phase env 20 "$py" tools/gpu_check.py env --json "$out/files/env.json"
-phase kernels 60 "$py" tools/gpu_check.py kernels --device "$device" "${check[@]}" --json "$out/files/kernels.json"
+phase kernels 80 "$py" tools/gpu_check.py kernels --device "$device" "${check[@]}" --json "$out/files/kernels.json"
 phase mixers 45 "$py" tools/benchmark.py mixers --device "$device" --dtype bf16 --grid "${grid[@]}" \
     --warmup "$warmup" --repeat "$repeat" "${graph[@]}" "${kernels[@]}" --json "$out/files/mixers_bf16.json"
 phase models 75 "$py" "${models[@]}" --arch teacher --arch 2F --arch all-L --arch all-W "${graph[@]}" --profile \

@@ -13,13 +13,16 @@ Axes: mixer (F, W, L with every conv variant) x kernel x RoPE layout (rotate-hal
 
 - The torch path, the only one that trains, runs the full product, with the input's and every weight's gradient
   against float64 autograd of the reference.
-- The fast paths are inference paths (with autograd recording the torch path runs instead: tests/test_fast_mixers.py),
-  checked on outputs over a pruned product (``fast_cases``, which says why each pruning cannot hide a difference).
+- The fast paths, checked on outputs over a pruned product (``fast_cases``, which says why each pruning cannot hide a
+  difference). With autograd recording, ``'compile'`` and ``'fused'`` give way to the torch path
+  (tests/test_fast_mixers.py); ``'triton'`` trains through its Triton backward, and W's ``'flex'`` through
+  FlexAttention's on CUDA (none on the CPU: the torch path trains here; tests/test_kernel_choice.py).
   Kernels: ``'fused'`` (the formulation a caller's own torch.compile traces inline, run here by dynamo with the eager
   backend), ``'compile'`` (inductor), ``'flex'`` (W, FlexAttention compiled for the CPU) and ``'triton'`` (L, the
   Triton kernels under ``TRITON_INTERPRET=1``, in a process of their own: ``triton_results``).
 - A mixer set to a fast kernel trains on the torch path (also inside the caller's torch.compile): its gradients
-  against the reference's, once per mixer and kernel.
+  against the reference's, once per mixer and kernel; on ``'triton'`` (under the interpreter) through the Triton
+  backward, for every value of every axis (``TRITON_TRAINING_CASES``).
 """
 import itertools
 import json
@@ -374,6 +377,33 @@ def test_triton_kernels_equal_the_reference(triton_results, case):
     assert triton_results[case] is None, triton_results[case]
 
 
+# the Triton backward: every value of every axis on the squeeze conv, ONE_ROW for the other conv terms (their
+# gradient flows through the module's own conv, the torch path's code, from the output's gradient on the patch rows)
+TRITON_TRAINING_CASES = [('L-squeeze', 'triton', *row) for row in EACH_VALUE] + [
+    (mixer_id, 'triton', *ONE_ROW[0]) for mixer_id, (letter, options) in MIXERS.items()
+    if letter == 'L' and options['conv'] != 'squeeze']
+
+
+def triton_training_case(*case) -> None:
+    """One case with gradients (under ``TRITON_INTERPRET=1``): the Triton autograd Function runs (a spy counts its
+    calls), and the output and every gradient equal the reference's."""
+    from jetvit_mm.models.mixers import linear as linear_module
+
+    assert select_linear_kernel('triton', torch.device('cpu'), 0, needs_grad=True) == 'triton'
+    calls, trainable = [], linear_module.trainable_triton_linear_attention
+    linear_module.trainable_triton_linear_attention = lambda *args: calls.append(1) or trainable(*args)
+    try:
+        check_case(*case, grad=True)
+    finally:
+        linear_module.trainable_triton_linear_attention = trainable
+    assert calls, 'the Triton autograd Function did not run'
+
+
+@pytest.mark.parametrize('case', [case_id(*c) + '-grad' for c in TRITON_TRAINING_CASES])
+def test_triton_kernels_train_with_the_reference_gradients(triton_results, case):
+    assert triton_results[case] is None, triton_results[case]
+
+
 def test_the_matrix_covers_every_builtin_mixer_conv_and_kernel():
     assert {letter for letter, _ in MIXERS.values()} == set(DEFAULT_MIXERS)
     assert {options['conv'] for _, options in MIXERS.values() if 'conv' in options} == set(CONV_VARIANTS)
@@ -388,10 +418,12 @@ def test_the_matrix_covers_every_builtin_mixer_conv_and_kernel():
 
 if __name__ == '__main__':  # the Triton cases, run by ``triton_results`` under TRITON_INTERPRET=1
     results = {}
-    for triton_spec in TRITON_CASES:
-        try:
-            triton_case(*triton_spec)
-            results[case_id(*triton_spec)] = None
-        except Exception:  # reported, with its traceback, by that case's test
-            results[case_id(*triton_spec)] = traceback.format_exc()
+    for run_one, specs, suffix in ((triton_case, TRITON_CASES, ''),
+                                   (triton_training_case, TRITON_TRAINING_CASES, '-grad')):
+        for triton_spec in specs:
+            try:
+                run_one(*triton_spec)
+                results[case_id(*triton_spec) + suffix] = None
+            except Exception:  # reported, with its traceback, by that case's test
+                results[case_id(*triton_spec) + suffix] = traceback.format_exc()
     print(json.dumps(results))

@@ -48,6 +48,7 @@ def test_dry_run_reports(dry_run):
     assert env['torch'] == torch.__version__ and set(env['sdpa_backend']) == {'bf16', 'fp32'}
     kernels = json.loads((out / 'files' / 'kernels.json').read_text())
     assert {k['mixer'] for k in kernels} == {'L', 'model'} and all(k['ok'] for k in kernels)
+    assert [k['dtype'] for k in kernels if k.get('grad')] == ['fp32']  # the backward's comparison runs too
     steps = json.loads((out / 'files' / 'dist.json').read_text())
     assert [s['wrap'] for s in steps] == ['ddp', 'fsdp2'] and all(s['finite'] and s['loss'] > 0 for s in steps)
     assert steps[1]['units'] == 2 * 4 + 1  # every block of teacher and student, and the root

@@ -18,6 +18,14 @@ entries alike. Reports median, min and max per entry and checks the targets of d
 `distill-step` times one distillation training step of a supernet (path set to --arch) against a fixed-arch
 student with the same arch, interleaved (the supernet's overhead target: at most 1.25x).
 
+    python tools/benchmark.py distill-kernels [--model dinov3_vits16] [--arch LWLWLWLWLWLW] [--size 224 224]
+        [--batch 2] [--depth N] [--device cpu|cuda] [--warmup 2] [--repeat 5] [--threads N] [--json PATH]
+
+`distill-kernels` times one supernet distillation step (teacher forward, student forward + backward, AdamW) on the
+fast mixer paths against the torch paths, interleaved (jetvit_mm/benchmark/distill_kernels.py): on CUDA the eager
+fast paths (L: Triton with its Triton backward; W: FlexAttention's backward), on the CPU the compiled student (no
+eager CPU fast path has a backward). Target on a GPU: the fast step >= x1.3 faster.
+
     python tools/benchmark.py models [--model dinov3_vitb16] [--arch teacher|2F|all-L|all-W|ARCH ...]
         [--baseline NAME=f<FACTOR>@<AFTER>[-<UNTIL>] ...]
         [--config CONFIG] [--checkpoint EXPORTED.pth] [--size H W ...] [--batch 1] [--dtype fp32|bf16|fp16]
@@ -168,6 +176,25 @@ def run_distill_step(args: argparse.Namespace) -> dict:
     return save_result('distill-step', args, {
         'date': started, 'malloc': malloc_record(args.malloc, kept, torch.device('cpu')), 'stats': stats,
         'samples_ms': samples, 'ratio_median': ratio})
+
+
+def run_distill_kernels(args: argparse.Namespace) -> dict:
+    """A supernet distillation step on the fast paths vs the torch paths, side by side."""
+    from jetvit_mm.benchmark.distill_kernels import distill_kernels_benchmark
+
+    kept = prepare_host(args.threads, 'keep', torch.device(args.device).type)
+    print(f'distill-kernels: {args.model}, arch {args.arch}, input {args.size[0]}x{args.size[1]}, batch {args.batch}, '
+          f'{args.device}, {torch.get_num_threads()} threads{malloc_note(kept, torch.device(args.device))}',
+          flush=True)
+    started = started_at()
+    measured = distill_kernels_benchmark(args.model, args.arch, tuple(args.size), args.batch, args.device,
+                                         args.warmup, args.repeat, round_printer(args.warmup + args.repeat),
+                                         **({} if args.depth is None else dict(depth=args.depth)))
+    for name, s in measured['stats'].items():
+        print(f'| {name:<12} | median {s["median_ms"]:>9.1f} ms | min {s["min_ms"]:>9.1f} ms |')
+    print(f'fast paths ({measured["fast_mode"]}): x{measured["ratio_median"]:.2f} (torch / fast, medians); '
+          f'first losses {measured["first_losses"]}')
+    return save_result('distill-kernels', args, dict(date=started, **measured))
 
 
 def backbone_from_config(path: str) -> dict:
@@ -350,6 +377,19 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     step.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     step.add_argument('--json', type=Path, default=None)
     step.set_defaults(func=run_distill_step)
+
+    kern = sub.add_parser('distill-kernels', help='supernet distillation step: fast paths vs torch paths')
+    kern.add_argument('--model', default='dinov3_vits16')
+    kern.add_argument('--arch', default='LWLWLWLWLWLW', help='the supernet path (L/W letters, one per layer)')
+    kern.add_argument('--size', type=positive, nargs=2, default=(224, 224), metavar=('H', 'W'))
+    kern.add_argument('--batch', type=positive, default=2)
+    kern.add_argument('--depth', type=positive, default=None, help='a toy with fewer layers (default: the model\'s)')
+    kern.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
+    kern.add_argument('--warmup', type=count(0), default=2)
+    kern.add_argument('--repeat', type=count(1), default=5)
+    kern.add_argument('--threads', type=count_arg, default=0)
+    kern.add_argument('--json', type=Path, default=None)
+    kern.set_defaults(func=run_distill_kernels)
 
     models = sub.add_parser('models', help='whole-model latency, throughput, memory, FLOPs per arch and size')
     models.add_argument('--model', default='dinov3_vitb16', help='teacher variant (ignored with --config)')

@@ -7,7 +7,12 @@ check (``scripts/gpu_check.sh``), with the tolerances of the CPU tests (tests/te
 
 Cases: L with ``kernel='triton'`` and ``'compile'`` for every conv variant, both RoPE layouts and none, prefix 0 / 1
 / 5, an odd grid, batch 1 and 3; W with ``'flex'`` and ``'compile'`` over the same axes; a whole 2F model on
-``'auto'`` against the same model on the torch paths. Pure torch + timm: runs on the device image without mmengine.
+``'auto'`` against the same model on the torch paths. Backward (``-grad`` cases, autograd enabled as in training):
+the input's gradient for one fixed output gradient, by the same rule without the four-spacing cap (the bf16 qkv
+Linear's backward alone rounds the input's gradient by several spacings), on the paths that train (L
+``'triton'``: its Triton backward; W ``'flex'`` on CUDA: FlexAttention's backward) around the same base case (L:
+prefix 0, batch 3 on an even grid, both other RoPE layouts, a static conv; W: batch 3 on an even grid), and the
+whole model. Pure torch + timm: runs on the device image without mmengine.
 """
 import copy
 import time
@@ -19,7 +24,7 @@ import torch
 from torch import nn
 
 from jetvit_mm.dtypes import to_dtype
-from jetvit_mm.models.mixers import LinearAttention, WindowAttention
+from jetvit_mm.models.mixers import LinearAttention, WindowAttention, default_mixers
 from jetvit_mm.models.mixers.kernels import available_kernels
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps
@@ -38,12 +43,32 @@ class Case:
     rope: str = 'rotate_half'
     conv: str = 'squeeze'
     grid: Tuple[int, int] = (9, 17)
+    grad: bool = False  # compare the input's gradient (the backward kernels), not the output
 
     @property
     def name(self) -> str:
         conv = f'-{self.conv}' if self.mixer == 'L' else ''
         return (f'{self.mixer}-{self.kernel}-{self.dtype}-p{self.prefix}-b{self.batch}-{self.rope}{conv}'
-                f'-{self.grid[0]}x{self.grid[1]}')
+                f'-{self.grid[0]}x{self.grid[1]}{"-grad" if self.grad else ""}')
+
+
+def training_kernels(mixer: str, kernels: List[str], device_type: str) -> List[str]:
+    """Which of ``kernels`` have a backward of their own on ``device_type`` (the others train on the torch path)."""
+    trains = {'L': ('triton',), 'W': ('flex',) if device_type == 'cuda' else ()}[mixer]
+    return [k for k in kernels if k in trains]
+
+
+def grad_cases(mixer: str, kernel: str, dtype: str) -> Iterator[Case]:
+    """The backward's cases of one training kernel: the base case and one change per axis (W: the base case and the
+    batch of 3 on an even grid only; each of its cases compiles FlexAttention's backward, about 10 s)."""
+    yield Case(mixer, kernel, dtype, grad=True)
+    yield Case(mixer, kernel, dtype, batch=3, grid=(8, 12), grad=True)
+    if mixer == 'W':
+        return
+    yield Case(mixer, kernel, dtype, prefix=0, grad=True)
+    yield from (Case(mixer, kernel, dtype, rope=r, grad=True) for r in ROPES[1:])
+    if mixer == 'L':
+        yield Case(mixer, kernel, dtype, conv='static', grad=True)
 
 
 def cases(device_type: str, dtypes=('fp32', 'bf16'), quick: bool = False) -> Iterator[Case]:
@@ -66,7 +91,10 @@ def cases(device_type: str, dtypes=('fp32', 'bf16'), quick: bool = False) -> Ite
                 yield from (Case(mixer, kernel, dtype, rope=r) for r in ROPES[1:])
                 if mixer == 'L':
                     yield from (Case(mixer, kernel, dtype, conv=c) for c in CONVS[1:])
+            for kernel in ([] if quick else training_kernels(mixer, kernels, device_type)):
+                yield from grad_cases(mixer, kernel, dtype)
         yield Case('model', 'auto', dtype, grid=(12, 20))
+        yield Case('model', 'auto', dtype, grid=(12, 20), grad=True)
 
 
 def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
@@ -110,7 +138,7 @@ def build_model_pair(case: Case) -> Tuple[nn.Module, nn.Module]:
     """A tiny DINOv3-shaped 2F hybrid (L, W and F layers, RoPE, 4 registers) on the torch paths and on 'auto'."""
     from jetvit_mm.models.jetvit import JetViT
     reference = randomize_(JetViT('dinov3_vits16', arch='LWFLWF', embed_dim=64, depth=6, num_heads=4,
-                                  window_size=4))
+                                  mixers=default_mixers(W=dict(window_size=4))))
     with torch.no_grad():  # LayerScale near 1: every block visibly changes the output
         for name, p in reference.named_parameters():
             if name.endswith('gamma'):
@@ -119,8 +147,10 @@ def build_model_pair(case: Case) -> Tuple[nn.Module, nn.Module]:
     return set_kernels_(reference, 'torch'), fast
 
 
-def compare(out: torch.Tensor, torch_out: torch.Tensor, ref_fp32: torch.Tensor, dtype: str) -> Dict[str, float]:
-    """The tolerance rule of the module docstring: error, bound, pass."""
+def compare(out: torch.Tensor, torch_out: torch.Tensor, ref_fp32: torch.Tensor, dtype: str,
+            spacings: Optional[int] = 4) -> Dict[str, float]:
+    """The tolerance rule of the module docstring: error, bound, pass (bf16: at most ``spacings`` bf16 spacings at
+    the output's scale; None for gradients: the torch path's own error plus one spacing, whatever it is)."""
     scale = ref_fp32.abs().max().item()
     err = (out.float() - ref_fp32).abs().max().item()
     if not (torch.isfinite(out).all() and out.dtype == to_dtype(dtype)):
@@ -129,7 +159,9 @@ def compare(out: torch.Tensor, torch_out: torch.Tensor, ref_fp32: torch.Tensor, 
         ok = bool(((out - ref_fp32).abs() <= 1e-5 * scale + 1e-5 * ref_fp32.abs()).all())
         return dict(err=err, bound=2e-5 * scale, scale=scale, ok=ok)
     torch_err = (torch_out.float() - ref_fp32).abs().max().item()
-    bound = min(torch_err + BF16_EPS * scale, 4 * BF16_EPS * scale)
+    bound = torch_err + BF16_EPS * scale
+    if spacings is not None:
+        bound = min(bound, spacings * BF16_EPS * scale)
     return dict(err=err, bound=bound, scale=scale, ok=err <= bound)
 
 
@@ -141,6 +173,48 @@ def _inputs(case: Case, dim: int, device: torch.device):
     return torch.randn(case.batch, n, dim, generator=g).to(device)
 
 
+def _caller(case: Case, reference: nn.Module, device: torch.device):
+    """``call(module, input)``: the case's output of ``module``."""
+    if case.mixer == 'model':
+        return lambda m, t: m.forward_intermediates(t, [1, 3, 5], output_fmt='NLC')[-1]
+    rope = rope_table(case.grid, reference.head_dim, case.rope)
+    rope = None if rope is None else rope.to(device)
+    return lambda m, t: m(t, case.grid, rope)
+
+
+def _input_grad(call, module: nn.Module, x: torch.Tensor, out_grad: torch.Tensor) -> torch.Tensor:
+    """The gradient of ``x`` for the output gradient ``out_grad``, autograd enabled (training)."""
+    leaf = x.detach().clone().requires_grad_()
+    with torch.enable_grad():
+        out = call(module, leaf)
+        return torch.autograd.grad(out, leaf, out_grad.to(out.dtype))[0]
+
+
+def _output_result(case: Case, reference: nn.Module, fast: nn.Module, x: torch.Tensor, call) -> Dict[str, object]:
+    """The tolerance rule on the output: fast path, torch path and fp32 torch path."""
+    with torch.inference_mode():
+        ref_fp32 = call(reference, x).float()
+        if case.dtype != 'fp32':
+            dtype = to_dtype(case.dtype)
+            reference, fast, x = reference.to(dtype), fast.to(dtype), x.to(dtype)
+        torch_out = call(reference, x) if case.dtype != 'fp32' else ref_fp32
+        out = call(fast, x)
+    return compare(out, torch_out, ref_fp32, case.dtype)
+
+
+def _grad_result(case: Case, reference: nn.Module, fast: nn.Module, x: torch.Tensor, call) -> Dict[str, object]:
+    """The tolerance rule on the input's gradient: fast path, torch path and fp32 torch path."""
+    with torch.no_grad():
+        shape = call(reference, x).shape
+    out_grad = torch.randn(shape, generator=torch.Generator().manual_seed(2)).to(x.device).bfloat16().float()
+    ref_fp32 = _input_grad(call, reference, x, out_grad).float()
+    if case.dtype != 'fp32':
+        dtype = to_dtype(case.dtype)
+        reference, fast, x = reference.to(dtype), fast.to(dtype), x.to(dtype)
+    torch_grad = _input_grad(call, reference, x, out_grad) if case.dtype != 'fp32' else ref_fp32
+    return compare(_input_grad(call, fast, x, out_grad), torch_grad, ref_fp32, case.dtype, spacings=None)
+
+
 def run_case(case: Case, device: torch.device) -> Dict[str, object]:
     """One case's result: its name, error, bound, pass, seconds, and the error text if the fast path raised."""
     start = time.perf_counter()
@@ -148,20 +222,8 @@ def run_case(case: Case, device: torch.device) -> Dict[str, object]:
         reference, fast = build_model_pair(case) if case.mixer == 'model' else build_mixer_pair(case)
         reference, fast = reference.to(device), fast.to(device)
         x = _inputs(case, 64, device).bfloat16().float()  # the same values in both dtypes
-        if case.mixer == 'model':
-            call = lambda m, t: m.forward_intermediates(t, [1, 3, 5], output_fmt='NLC')[-1]  # noqa: E731
-        else:
-            rope = rope_table(case.grid, reference.head_dim, case.rope)
-            rope = None if rope is None else rope.to(device)
-            call = lambda m, t: m(t, case.grid, rope)  # noqa: E731
-        with torch.inference_mode():
-            ref_fp32 = call(reference, x).float()
-            if case.dtype != 'fp32':
-                reference, fast, x = reference.to(to_dtype(case.dtype)), fast.to(to_dtype(case.dtype)), x.to(
-                    to_dtype(case.dtype))
-            torch_out = call(reference, x) if case.dtype != 'fp32' else ref_fp32
-            out = call(fast, x)
-        result = compare(out, torch_out, ref_fp32, case.dtype)
+        call = _caller(case, reference, device)
+        result = (_grad_result if case.grad else _output_result)(case, reference, fast, x, call)
     except Exception as exc:  # a path that raises is a failed case, named with its error
         result = dict(err=float('nan'), bound=0., scale=0., ok=False,
                       error=''.join(traceback.format_exception_only(type(exc), exc)).strip())

@@ -6,15 +6,18 @@ import torch.nn.functional as F
 
 from .base import TokenMixer
 from .kernels import (
+    AUTO_COMPILE_MIN_ELEMENTS,
     LINEAR_KERNELS,
     check_kernel,
     compiled,
     fused_linear_attention,
+    resolve_once,
     rotation_table,
     select_linear_kernel,
     triton_linear_attention,
 )
-from .kernels.selfcheck import fast_path_ok
+from .kernels.linear_triton_bwd import trainable_triton_linear_attention
+from .kernels.selfcheck import fast_path_ok, gradient_probe
 from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
 from .squeeze_conv import SqueezeDynamicConv, StaticDepthwiseConv, build_value_conv, squeeze_conv_tokens
 
@@ -52,7 +55,8 @@ class LinearAttention(TokenMixer):
     (default: triton on CUDA, compile for large inputs on the CPU, else torch). The fused paths keep
     their elementwise math and every sum in fp32 and give the matmuls bf16 operands for bf16 inputs, fp32 ones
     otherwise, whatever ``precision``: within bf16 rounding of the fp32 result. With autograd recording (training)
-    the torch path always runs.
+    ``'triton'`` trains through its Triton backward (ReLU features; ``focusing`` trains on the torch path) and every
+    other path gives way to the torch path. The choice is resolved once per device, dtype and grad mode.
 
     There is no attention matrix to drop out, so ``attn_drop`` must be 0.
     """
@@ -94,6 +98,7 @@ class LinearAttention(TokenMixer):
         self.rope_numerator = rope_numerator
         self.eps = eps
         self.conv = build_value_conv(conv, dim, kernel_size, reduction, kernel_init)
+        self._kernel_paths = {}  # (kernel, device, dtype, grad enabled, large input) -> path: see kernel_path
 
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
         """phi: ReLU, or FLatten's focused ReLU when ``focusing`` is set."""
@@ -139,12 +144,24 @@ class LinearAttention(TokenMixer):
         P = self.num_prefix_tokens
         check_num_tokens(N, P, grid_size)
         qkv_flat = self.qkv(x)
-        needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
-        path = select_linear_kernel(self.kernel, x.device, x.numel(), needs_grad)
-        if path != 'torch' and not fast_path_ok(path, x.device, x.dtype,
-                                                lambda: self.self_check_outputs(path, x, grid_size, rope)):
-            path = 'torch'
+        path = self.kernel_path(x, grid_size, rope)
         return self.proj_drop(self.proj(self.attend(qkv_flat, grid_size, rope, path, x.dtype)))
+
+    def kernel_path(self, x: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor]) -> str:
+        """The path :meth:`attend` takes for input ``x``: chosen once per kernel option, device, dtype and grad mode
+        (no look at the parameters), then held to the self-check's verdicts (forward, and backward with grad)."""
+        grad = torch.is_grad_enabled()
+        key = (self.kernel, x.device, x.dtype, grad, x.numel() >= AUTO_COMPILE_MIN_ELEMENTS)
+        path = resolve_once(self._kernel_paths, key, lambda: select_linear_kernel(
+            self.kernel, x.device, x.numel(), grad, trainable_triton=self.focusing is None))
+        if path == 'torch':
+            return path
+        if not fast_path_ok(path, x.device, x.dtype, lambda: self.self_check_outputs(path, x, grid_size, rope)):
+            return 'torch'
+        if grad and not fast_path_ok(f'{path} backward', x.device, x.dtype,
+                                     lambda: self.self_check_outputs(path, x, grid_size, rope, gradients=True)):
+            return 'torch'
+        return path
 
     def attend(self, qkv_flat: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor],
                path: str, dtype: torch.dtype) -> torch.Tensor:
@@ -163,10 +180,14 @@ class LinearAttention(TokenMixer):
         if rope is not None and self.rope_numerator:
             check_rope(rope, N - P, self.head_dim)
             table = rotation_table(rope, P, self.rotate_half)
-        weights = self.kernel_conv_weights() if path == 'triton' else None
+        # with grad: the trainable Triton core (its own backward), the conv term beside it (autograd's)
+        trains = path == 'triton' and torch.is_grad_enabled() and self.focusing is None
+        weights = self.kernel_conv_weights() if path == 'triton' and not trains else None
         conv = self.fast_value_conv(qkv_flat, grid_size, path) if self.conv is not None and weights is None else None
         args = (qkv_flat, table, conv, self.num_heads, P, self.eps, self.focusing, self.rotate_half)
-        if path == 'triton':
+        if trains:
+            out = trainable_triton_linear_attention(*args[:6], self.rotate_half)
+        elif path == 'triton':
             out = triton_linear_attention(*args, conv_weights=weights, grid_size=tuple(grid_size))
         elif path == 'compile':
             out = compiled(fused_linear_attention)(*args)
@@ -175,14 +196,17 @@ class LinearAttention(TokenMixer):
         return out.to(dtype)
 
     def self_check_outputs(self, path: str, like: torch.Tensor, grid_size: Tuple[int, int],
-                           rope: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+                           rope: Optional[torch.Tensor], gradients: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
         """``path`` and the torch path on one small input like ``like`` (an odd grid of at most 5 x 7 tokens), for
-        :func:`~jetvit_mm.models.mixers.kernels.selfcheck.fast_path_ok`."""
+        :func:`~jetvit_mm.models.mixers.kernels.selfcheck.fast_path_ok`: their outputs, or with ``gradients`` the
+        gradients of the attention's input (``qkv``)."""
         grid = (min(grid_size[0], 5), min(grid_size[1], 7))
         x = torch.randn(2, self.num_prefix_tokens + grid[0] * grid[1], like.shape[-1],
                         generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
         qkv_flat = self.qkv(x)
         small_rope = None if rope is None else rope[:grid[0] * grid[1]]
+        if gradients:
+            return gradient_probe(lambda qkv, p: self.attend(qkv, grid, small_rope, p, like.dtype), qkv_flat, path)
         return (self.attend(qkv_flat, grid, small_rope, path, like.dtype),
                 self.attend(qkv_flat, grid, small_rope, 'torch', like.dtype))
 

@@ -8,8 +8,16 @@ from torch import nn
 
 from ..tracing import exporting_symbolic_grid
 from .base import TokenMixer
-from .kernels import WINDOW_KERNELS, check_kernel, compiled, flex_window_attention, select_window_kernel
-from .kernels.selfcheck import fast_path_ok
+from .kernels import (
+    AUTO_COMPILE_MIN_ELEMENTS,
+    WINDOW_KERNELS,
+    check_kernel,
+    compiled,
+    flex_window_attention,
+    resolve_once,
+    select_window_kernel,
+)
+from .kernels.selfcheck import fast_path_ok, gradient_probe
 from .kernels.window_compiled import padded_window_attention
 from .kernels.window_flex import window_block_mask
 from .rope import check_num_tokens, rotate_query_key
@@ -91,7 +99,9 @@ class WindowAttention(TokenMixer):
     shape: RoPE, windowing and key padding fused, window keys padded for the CPU's bf16 attention kernel), ``'flex'``
     (FlexAttention over a window-major token order, no padded or concatenated copies; fast on CUDA, slow on the
     CPU) or ``'auto'`` (default: flex on CUDA, compile for large inputs on the CPU, else torch). With
-    autograd recording (training) the torch path always runs.
+    autograd recording (training) ``'flex'`` trains through FlexAttention's backward on CUDA (it has none on the
+    CPU) and every other path gives way to the torch path, as it does with attention dropout. The choice is resolved
+    once per device, dtype, grad mode and train/eval mode.
     """
 
     deployment_options = ('kernel',)
@@ -114,6 +124,7 @@ class WindowAttention(TokenMixer):
         self.window_size = window_size
         self.kernel = check_kernel(kernel, WINDOW_KERNELS, 'mixers.W.kernel')
         self.attn_drop = nn.Dropout(attn_drop)
+        self._kernel_paths = {}  # (kernel, device, dtype, grad enabled, dropout, large input) -> path
 
     def forward(
             self,
@@ -130,13 +141,26 @@ class WindowAttention(TokenMixer):
             out = masked_window_attention(qkv, tuple(grid_size), self.window_size, self.num_heads, P, rope,
                                           self.rotate_half)
             return self.proj_drop(self.proj(out))
-        needs_grad = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
-        dropout = self.training and self.attn_drop.p > 0  # the fast paths have no attention dropout
-        path = select_window_kernel(self.kernel, x.device, x.numel(), needs_grad or dropout)
-        if path != 'torch' and not fast_path_ok(path, x.device, x.dtype,
-                                                lambda: self.self_check_outputs(path, x, grid_size, rope)):
-            path = 'torch'
+        path = self.kernel_path(x, grid_size, rope)
         return self.proj_drop(self.proj(self.attend(qkv, tuple(grid_size), rope, path)))
+
+    def kernel_path(self, x: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor]) -> str:
+        """The path :meth:`attend` takes for input ``x``: chosen once per kernel option, device, dtype, grad mode and
+        dropout (no look at the parameters), then held to the self-check's verdicts (forward, and backward with
+        grad)."""
+        grad = torch.is_grad_enabled()
+        dropout = self.training and self.attn_drop.p > 0  # the fast paths have no attention dropout
+        key = (self.kernel, x.device, x.dtype, grad, dropout, x.numel() >= AUTO_COMPILE_MIN_ELEMENTS)
+        path = resolve_once(self._kernel_paths, key, lambda: select_window_kernel(
+            self.kernel, x.device, x.numel(), grad, dropout))
+        if path == 'torch':
+            return path
+        if not fast_path_ok(path, x.device, x.dtype, lambda: self.self_check_outputs(path, x, grid_size, rope)):
+            return 'torch'
+        if grad and not fast_path_ok(f'{path} backward', x.device, x.dtype,
+                                     lambda: self.self_check_outputs(path, x, grid_size, rope, gradients=True)):
+            return 'torch'
+        return path
 
     def attend(self, qkv: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor],
                path: str) -> torch.Tensor:
@@ -155,12 +179,15 @@ class WindowAttention(TokenMixer):
         return window_attention(*args, dropout_p=self.attn_drop.p if self.training else 0.)
 
     def self_check_outputs(self, path: str, like: torch.Tensor, grid_size: Tuple[int, int],
-                           rope: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+                           rope: Optional[torch.Tensor], gradients: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
         """``path`` and the torch path on one small input like ``like`` (a grid of a few windows, at most the real
-        grid), for :func:`~jetvit_mm.models.mixers.kernels.selfcheck.fast_path_ok`."""
+        grid), for :func:`~jetvit_mm.models.mixers.kernels.selfcheck.fast_path_ok`: their outputs, or with
+        ``gradients`` the gradients of the attention's input (``qkv``)."""
         grid = (min(grid_size[0], self.window_size + 1), min(grid_size[1], self.window_size + 3))
         x = torch.randn(2, self.num_prefix_tokens + grid[0] * grid[1], like.shape[-1],
                         generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
         qkv = self.qkv(x)
         small_rope = None if rope is None else rope[:grid[0] * grid[1]]
+        if gradients:
+            return gradient_probe(lambda leaf, p: self.attend(leaf, grid, small_rope, p), qkv, path)
         return self.attend(qkv, grid, small_rope, path), self.attend(qkv, grid, small_rope, 'torch')

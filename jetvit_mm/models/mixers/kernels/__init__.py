@@ -7,6 +7,7 @@ from .dispatch import (
     WINDOW_KERNELS,
     available_kernels,
     check_kernel,
+    resolve_once,
     select_linear_kernel,
     select_window_kernel,
 )
@@ -16,6 +17,6 @@ from .window_flex import flex_window_attention
 
 __all__ = [
     'AUTO_COMPILE_MIN_ELEMENTS', 'LINEAR_KERNELS', 'WINDOW_KERNELS', 'available_kernels', 'check_kernel', 'compiled',
-    'flex_window_attention', 'fused_linear_attention', 'rotation_table', 'select_linear_kernel',
+    'flex_window_attention', 'fused_linear_attention', 'resolve_once', 'rotation_table', 'select_linear_kernel',
     'select_window_kernel', 'triton_linear_attention',
 ]

@@ -6,13 +6,19 @@
 - ``'flex'`` (W only): FlexAttention with a window + global-prefix block mask (compiled; fast on CUDA).
 - ``'auto'`` (default): the fastest path for the device and dtype, the torch path where the others are absent.
 
-The fast paths are inference paths: whenever autograd records the call (training), the torch path runs, and so it
-does under a tensor-dispatch mode (FakeTensorMode: shape-only FLOP counting; FLOP counters; tracing). Inside a
-user's own torch.compile, L's Triton kernels stay in the graph as the custom op ``jetvit::linear_attention_triton``
-(``'triton'``, and ``'auto'`` on CUDA); otherwise the pure-torch fused formulation (L), FlexAttention (W on CUDA,
-its block mask built outside the graph) or the padded-key windows (W elsewhere) are traced inline.
+Training (autograd enabled): L's ``'triton'`` path has a Triton backward (ReLU features; FLatten's focused ReLU
+trains on the torch path) and W's ``'flex'`` path FlexAttention's own backward on CUDA (FlexAttention has none on the
+CPU), so ``'auto'`` keeps them on CUDA with grad enabled; ``'compile'`` is an inference path, the torch path runs in
+its place. Under a tensor-dispatch mode (FakeTensorMode: shape-only FLOP counting; FLOP counters; tracing) the torch
+path runs. Inside a user's own torch.compile (inference), L's Triton kernels stay in the graph as the custom op
+``jetvit::linear_attention_triton`` (``'triton'``, and ``'auto'`` on CUDA); otherwise the pure-torch fused
+formulation (L), FlexAttention (W on CUDA, its block mask built outside the graph) or the padded-key windows (W
+elsewhere) are traced inline.
+
+The choice depends on the device, the dtype, whether grad is enabled (and for ``'auto'`` on the CPU, on the input's
+size): a mixer resolves it once per such key with :func:`resolve_once`, not on every forward.
 """
-from typing import Tuple
+from typing import Callable, Dict, Hashable, Tuple
 
 import torch
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
@@ -54,10 +60,12 @@ def _auto_compiles(device: torch.device, numel: int) -> bool:
     return device.type == 'cpu' and numel >= AUTO_COMPILE_MIN_ELEMENTS and compile_available('cpu')
 
 
-def select_linear_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool) -> str:
+def select_linear_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool,
+                         trainable_triton: bool = True) -> str:
     """The L path to run: ``'torch'``, ``'fused'`` (the pure formulation, traced by an outer torch.compile),
     ``'compile'`` or ``'triton'`` (also inside an outer torch.compile: the custom op). ``torch.export`` (ONNX)
-    traces the reference path."""
+    traces the reference path. With ``needs_grad`` (autograd records) only ``'triton'`` (where ``trainable_triton``:
+    ReLU features) or the torch path run."""
     if torch.compiler.is_exporting():
         return 'torch'
     if torch.compiler.is_compiling():
@@ -65,7 +73,12 @@ def select_linear_kernel(requested: str, device: torch.device, numel: int, needs
             return 'torch'
         # the Triton kernels as the custom op the caller's graph keeps (CUDA: inductor's CUDA backend is Triton)
         return 'triton' if requested == 'triton' or (requested == 'auto' and device.type == 'cuda') else 'fused'
-    if needs_grad or is_in_torch_dispatch_mode():
+    if is_in_torch_dispatch_mode():
+        return 'torch'
+    if needs_grad:  # only the Triton path has a backward
+        trains = trainable_triton and triton_available(device.type)
+        if trains and (requested == 'triton' or (requested == 'auto' and device.type == 'cuda')):
+            return 'triton'
         return 'torch'
     if requested == 'auto':
         if device.type == 'cuda' and triton_available('cuda'):
@@ -74,20 +87,37 @@ def select_linear_kernel(requested: str, device: torch.device, numel: int, needs
     return _named(requested, LINEAR_KERNELS, 'linear_cfg.kernel', device)
 
 
-def select_window_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool) -> str:
+def select_window_kernel(requested: str, device: torch.device, numel: int, needs_grad: bool,
+                         dropout: bool = False) -> str:
     """The W path to run: ``'torch'``, ``'compile'`` or ``'flex'``; inside an outer torch.compile the chosen
     formulation is traced inline (``'auto'``: FlexAttention on CUDA, the padded-key windows elsewhere);
-    ``torch.export`` (ONNX) traces the reference path."""
+    ``torch.export`` (ONNX) traces the reference path. With ``needs_grad`` only ``'flex'`` on CUDA or the torch path
+    run; with attention ``dropout`` (the fast paths have none) the torch path."""
     if torch.compiler.is_exporting():
         return 'torch'
     if torch.compiler.is_compiling():
-        if requested == 'torch' or needs_grad:
+        if requested == 'torch' or needs_grad or dropout:
             return 'torch'
         return 'flex' if requested == 'flex' or (requested == 'auto' and device.type == 'cuda') else 'compile'
-    if needs_grad or is_in_torch_dispatch_mode():
+    if dropout or is_in_torch_dispatch_mode():
         return 'torch'
+    if needs_grad:  # FlexAttention's backward: CUDA only
+        flex_trains = device.type == 'cuda' and flex_available('cuda')
+        return 'flex' if flex_trains and requested in ('auto', 'flex') else 'torch'
     if requested == 'auto':
         if device.type == 'cuda' and flex_available('cuda'):
             return 'flex'
         return 'compile' if _auto_compiles(device, numel) else 'torch'
     return _named(requested, WINDOW_KERNELS, 'window_kernel', device)
+
+
+def resolve_once(cache: Dict[Hashable, str], key: Hashable, resolve: Callable[[], str]) -> str:
+    """``cache[key]``, filled by ``resolve()`` on first use: a mixer's kernel choice per (kernel option, device,
+    dtype, grad enabled, ...), so that a forward reads one dict entry. Not cached while torch.compile or
+    torch.export traces, nor under a tensor-dispatch mode (the choice there differs and costs nothing at run time)."""
+    if torch.compiler.is_compiling() or torch.compiler.is_exporting() or is_in_torch_dispatch_mode():
+        return resolve()
+    path = cache.get(key)
+    if path is None:
+        path = cache[key] = resolve()
+    return path

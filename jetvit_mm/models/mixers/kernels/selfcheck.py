@@ -56,6 +56,20 @@ def fast_path_ok(kernel: str, device: torch.device, dtype: torch.dtype, probe: P
     return problem is None
 
 
+def gradient_probe(attend: Callable[[torch.Tensor, str], torch.Tensor], qkv: torch.Tensor,
+                   path: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The gradient of ``qkv`` through ``attend(qkv, path)`` and through ``attend(qkv, 'torch')``, for one fixed
+    random output gradient: the probe of a fast path's backward (autograd enabled whatever the caller's mode)."""
+    grads = []
+    with torch.enable_grad():
+        for run in (path, 'torch'):
+            leaf = qkv.detach().requires_grad_()
+            out = attend(leaf, run)
+            out_grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
+            grads.append(torch.autograd.grad(out, leaf, out_grad)[0])
+    return grads[0], grads[1]
+
+
 def forget_verdicts() -> None:
     """Check every kernel afresh at its next use (tests; after changing a kernel's code at run time)."""
     _VERDICTS.clear()
