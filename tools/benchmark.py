@@ -341,9 +341,8 @@ MALLOC_HELP = ('CPU: keep freed memory in the heap for the next call (default: n
                'again every call) or leave the system allocator policy')
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest='command', required=True)
+def add_mixers_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``mixers`` subcommand's arguments."""
     mixers = sub.add_parser('mixers', help='per-mixer and per-block forward latency')
     mixers.add_argument('--grid', type=positive, nargs=2, default=(64, 128), metavar=('H', 'W'), help='patch grid')
     mixers.add_argument('--dim', type=positive, default=768)
@@ -365,6 +364,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     mixers.add_argument('--json', type=Path, default=None, help='also write all samples and stats here')
     mixers.set_defaults(func=run_mixers)
 
+
+def add_distill_step_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``distill-step`` subcommand's arguments."""
     step = sub.add_parser('distill-step', help='supernet vs fixed-arch distillation training step (CPU)')
     step.add_argument('--model', default='dinov3_vitb16')
     step.add_argument('--arch', default='LWLWLWLWLWLW', help='the path both students run (L/W letters)')
@@ -378,6 +380,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     step.add_argument('--json', type=Path, default=None)
     step.set_defaults(func=run_distill_step)
 
+
+def add_distill_kernels_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``distill-kernels`` subcommand's arguments."""
     kern = sub.add_parser('distill-kernels', help='supernet distillation step: fast paths vs torch paths')
     kern.add_argument('--model', default='dinov3_vits16')
     kern.add_argument('--arch', default='LWLWLWLWLWLW', help='the supernet path (L/W letters, one per layer)')
@@ -391,6 +396,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     kern.add_argument('--json', type=Path, default=None)
     kern.set_defaults(func=run_distill_kernels)
 
+
+def add_models_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``models`` subcommand's arguments."""
     models = sub.add_parser('models', help='whole-model latency, throughput, memory, FLOPs per arch and size')
     models.add_argument('--model', default='dinov3_vitb16', help='teacher variant (ignored with --config)')
     models.add_argument('--arch', action='append', default=None,
@@ -446,6 +454,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     models.add_argument('--plot', type=Path, default=None, help='PNG of latency vs input size per arch')
     models.set_defaults(func=run_models)
 
+
+def add_plan_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``plan`` subcommand's arguments."""
     plan = sub.add_parser('plan', help='memory planner: per-GPU memory of a distillation step, and whether it fits')
     plan.add_argument('config', nargs='+', help='distillation config(s)')
     plan.add_argument('--world-size', type=positive, required=True, help='number of GPUs (processes)')
@@ -458,10 +469,24 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     plan.add_argument('--json', type=Path, default=None)
     plan.set_defaults(func=run_plan)
 
+
+def add_plot_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``plot`` subcommand's arguments."""
     plot = sub.add_parser('plot', help='scaling plot (PNG) of a saved `models --json` result')
     plot.add_argument('result', type=Path)
     plot.add_argument('--out', type=Path, required=True)
     plot.set_defaults(func=run_plot)
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest='command', required=True)
+    add_mixers_parser(sub)
+    add_distill_step_parser(sub)
+    add_distill_kernels_parser(sub)
+    add_models_parser(sub)
+    add_plan_parser(sub)
+    add_plot_parser(sub)
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('checkpoint', 'result') + (() if args.command == 'plan' else ('config', )))
     for path in (args.config if args.command == 'plan' else ()):
