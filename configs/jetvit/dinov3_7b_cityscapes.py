@@ -16,5 +16,6 @@ model = dict(
     teacher=dict(model_name='dinov3_vit7b16'),
     student=dict(model_name='dinov3_vit7b16', grad_checkpointing=True))
 train_dataloader = dict(batch_size=2)  # 8 GPUs x 2 crops of 512x1024
+runner_type = 'FSDP2Runner'  # the FSDP2 wrapper's runner (jetvit_mm/mm/fsdp.py)
 model_wrapper_cfg = dict(_delete_=True, type='FSDP2Wrapper', param_dtype='bfloat16', reduce_dtype='float32',
                          cpu_offload=False, checkpoint='sharded')

@@ -17,5 +17,6 @@ model = dict(
 train_dataloader = dict(batch_size=2)  # 8 GPUs x 2 crops of 512x1024
 # keep few F layers per path so the efficient candidates keep getting trained (budgeted sampling)
 custom_hooks = [dict(type='SupernetSamplerHook', mode='budgeted', max_full=4)]
+runner_type = 'FSDP2Runner'  # the FSDP2 wrapper's runner (jetvit_mm/mm/fsdp.py)
 model_wrapper_cfg = dict(_delete_=True, type='FSDP2Wrapper', param_dtype='bfloat16', reduce_dtype='float32',
                          cpu_offload=False, checkpoint='sharded')
