@@ -70,11 +70,13 @@ CHECK = textwrap.dedent('''
             return f'{type(error).__name__}: {error}'
 
     config, files = sys.argv[1], sys.argv[2:-1]
-    before = schemes()
+    before, loaders = schemes(), dict(CheckpointLoader._schemes)
     if sys.argv[-1] == 'plugin':
         import jetvit_mm.mm  # noqa: F401
     from mmseg.apis import init_model
-    out = {'schemes_before': before, 'schemes_after': schemes()}
+    out = {'schemes_before': before, 'schemes_after': schemes(),
+           'same_loader_objects': dict(CheckpointLoader._schemes).keys() == loaders.keys()
+           and all(CheckpointLoader._schemes[p] is f for p, f in loaders.items())}
     for path in files:
         out[path] = {
             'mmengine_load': attempt(lambda: _load_checkpoint(path, map_location='cpu')),
@@ -114,6 +116,7 @@ def test_plugin_import_changes_nothing_for_foreign_checkpoints(foreign):
     without = loaded(foreign['config'], foreign['files'], plugin=False)
     with_plugin = loaded(foreign['config'], foreign['files'], plugin=True)
     assert with_plugin['schemes_after'] == with_plugin['schemes_before'] == without['schemes_before']
+    assert with_plugin['same_loader_objects'], 'import jetvit_mm.mm replaced or wrapped a loader of mmengine'
     for path in map(str, foreign['files']):
         assert with_plugin[path] == without[path], path
     # what mmengine does, reached: the runner's file is refused by torch's weights-only default, the others load
