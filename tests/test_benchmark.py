@@ -1,5 +1,6 @@
 """The benchmarks at toy size: the mixer and whole-model benchmarks of jetvit_mm/benchmark in process, their
 documented targets and arch shortcuts, and tools/benchmark.py as a user runs it (CLI, JSON, plot, errors)."""
+import contextlib
 import json
 import statistics
 
@@ -153,6 +154,28 @@ def test_models_benchmark_interleaves_every_size_and_arch(monkeypatch):
         assert row['speedup'] == pytest.approx(teacher['median_ms'] / row['median_ms'])
         samples = result['samples_ms'][row['size']][row['label']]
         assert len(samples) == 2 and row['median_ms'] == statistics.median(samples)
+
+
+@pytest.mark.parametrize('fails', [False, True])
+def test_freeze_is_on_while_the_benchmark_runs_and_restored_after(fails):
+    """``freeze=True`` switches inductor's process-wide ``freezing`` on for the benchmark only: on while it times,
+    back to what it was when it returns or raises."""
+    import torch._inductor.config as inductor_config
+
+    seen = []
+
+    def on_round(*args) -> None:
+        seen.append(inductor_config.freezing)
+        if fails:
+            raise RuntimeError('stopped mid-benchmark')
+
+    entries = model_entries(jetvit_kwargs({'window_size': 2, **TINY}, 'unused'), ['LWF'], add_teacher=False)
+    with inductor_config.patch(freezing=False):  # the process's setting, whatever an earlier test left
+        with pytest.raises(RuntimeError, match='stopped') if fails else contextlib.nullcontext():
+            benchmark_models(entries, sizes=[(32, 32)], memory=False, profile=False, on_round=on_round,
+                             freeze=True, **QUICK)
+        assert seen and all(seen), 'freezing was not on while the models ran'
+        assert inductor_config.freezing is False, 'the benchmark left inductor freezing switched on'
 
 
 def test_models_benchmark_times_the_token_clustering_baseline_beside_the_archs(monkeypatch):

@@ -7,7 +7,8 @@ import torch
 from mmengine.logging import HistoryBuffer
 from mmengine.runner.checkpoint import CheckpointLoader
 
-from jetvit_mm.mm import enable_runner_checkpoint_loading, load_local_checkpoint
+from jetvit_mm.mm import load_local_checkpoint
+from jetvit_mm.mm.checkpoint import runner_checkpoint_loading
 from jetvit_mm.models.arch import SPEC_KEY
 
 
@@ -40,10 +41,40 @@ def test_arbitrary_globals_still_refused(tmp_path, payload):
         load_local_checkpoint(str(path))
 
 
-def test_enable_routes_mmengine_local_loader():
-    enable_runner_checkpoint_loading()
-    assert CheckpointLoader._get_checkpoint_loader('work_dirs/x/iter_4.pth') is load_local_checkpoint
-    assert CheckpointLoader._get_checkpoint_loader('https://x/y.pth') is not load_local_checkpoint
+def test_runner_loading_routes_mmengine_local_loader_for_the_block_only():
+    before = CheckpointLoader._get_checkpoint_loader('work_dirs/x/iter_4.pth')
+    with runner_checkpoint_loading():
+        assert CheckpointLoader._get_checkpoint_loader('work_dirs/x/iter_4.pth') is load_local_checkpoint
+        assert CheckpointLoader._get_checkpoint_loader('https://x/y.pth') is not load_local_checkpoint
+    assert CheckpointLoader._get_checkpoint_loader('work_dirs/x/iter_4.pth') is before
+
+
+def test_runner_state_is_saved_as_plain_data_and_restored(tmp_path):
+    """PlainCheckpointHook's conversion: the message hub (HistoryBuffers, a numpy ETA) saved so that a plain
+    weights-only ``torch.load`` reads it, and restored to the same statistics for mmengine's MessageHub."""
+    import numpy as np
+    from mmengine.logging import MessageHub
+
+    from jetvit_mm.mm.hooks import PlainCheckpointHook
+
+    hub = MessageHub.get_instance('plain_state_test')
+    for i in range(3):
+        hub.update_scalar('train/loss', float(i) / 3, count=2)
+    hub.update_info('eta', np.float64(1.5))
+    checkpoint = {'message_hub': hub.state_dict()}
+    torch.save(checkpoint, tmp_path / 'raw.pth')
+    with pytest.raises(pickle.UnpicklingError, match='Weights only load failed'):
+        torch.load(tmp_path / 'raw.pth', weights_only=True)
+    PlainCheckpointHook().before_save_checkpoint(None, checkpoint)
+    torch.save(checkpoint, tmp_path / 'plain.pth')
+    loaded = torch.load(tmp_path / 'plain.pth', weights_only=True)
+    PlainCheckpointHook().after_load_checkpoint(None, loaded)
+    restored = MessageHub.get_instance('plain_state_restored')
+    restored.load_state_dict(loaded['message_hub'])
+    before, after = hub.get_scalar('train/loss'), restored.get_scalar('train/loss')
+    assert isinstance(after, HistoryBuffer)
+    assert after.data[0].tolist() == before.data[0].tolist() and after.data[1].tolist() == before.data[1].tolist()
+    assert after.mean() == before.mean() and restored.get_info('eta') == 1.5
 
 
 def test_missing_file_is_named(tmp_path):

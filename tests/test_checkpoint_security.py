@@ -175,13 +175,15 @@ def test_no_text_field_runs_on_any_entry_point(runs, tmp_path):
 
 @pytest.mark.integration
 def test_no_text_field_runs_in_process(runs, tmp_path, monkeypatch):
-    """JetViT(checkpoint=), mmengine's load_checkpoint, mmseg's init_model and MMSegInferencer with the config taken
-    from the checkpoint (the path where mmengine would execute the saved text)."""
+    """JetViT(checkpoint=), and, inside the loading jetvit_mm's runner and tools use (``runner_checkpoint_loading``),
+    mmengine's load_checkpoint, mmseg's init_model and MMSegInferencer with the config taken from the checkpoint (the
+    path where mmengine would execute the saved text). Outside it, importing the plugin leaves mmengine's own
+    behaviour alone (tests/test_plugin_import.py)."""
     from mmengine.config import Config
     from mmengine.runner import load_checkpoint
     from mmseg.apis import MMSegInferencer, init_model
 
-    import jetvit_mm.mm  # noqa: F401  (registers the loader, as a config's custom_imports does)
+    from jetvit_mm.mm.checkpoint import runner_checkpoint_loading
     from jetvit_mm.models import JetViT
 
     markers = tmp_path / 'markers'
@@ -189,9 +191,10 @@ def test_no_text_field_runs_in_process(runs, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(markers))
     backbone = Config.fromfile(str(PROBE)).model.backbone
     JetViT(**{k: v for k, v in backbone.items() if k not in ('type', 'checkpoint', 'frozen')}, checkpoint=probe)
-    model = init_model(str(PROBE), str(probe), device='cpu')
-    load_checkpoint(model, str(probe), map_location='cpu')
-    inferencer = MMSegInferencer(model=None, weights=str(probe), device='cpu')
+    with runner_checkpoint_loading():
+        model = init_model(str(PROBE), str(probe), device='cpu')
+        load_checkpoint(model, str(probe), map_location='cpu')
+        inferencer = MMSegInferencer(model=None, weights=str(probe), device='cpu')
     assert inferencer.model.backbone.arch == backbone.arch  # built from the literal-only saved config
     assert EVIL_MODULE not in sys.modules
     assert_no_marker(markers)
@@ -202,7 +205,6 @@ def test_pickle_payloads_are_refused_everywhere(runs, tmp_path):
     from mmengine.runner import load_checkpoint
     from mmseg.apis import init_model
 
-    import jetvit_mm.mm  # noqa: F401
     from jetvit_mm.models.checkpoints import read_checkpoint
 
     markers = tmp_path / 'markers'
@@ -233,17 +235,19 @@ def test_every_mmengine_scheme_returns_literal_only_config_text(tmp_path):
     """Checkpoints from mmengine's other schemes (http, ...) get the same treatment as local files."""
     from mmengine.runner.checkpoint import CheckpointLoader
 
-    from jetvit_mm.mm import enable_runner_checkpoint_loading
+    from jetvit_mm.mm.checkpoint import runner_checkpoint_loading
 
     marker = tmp_path / 'ran'
     text = f"model = dict(type='X')\n_x = {_code(marker)}\n"
     CheckpointLoader.register_scheme(prefixes='jetvittest://', force=True,
                                      loader=lambda filename, map_location=None: {'meta': {'config': text}})
+    before = dict(CheckpointLoader._schemes)
     try:
-        enable_runner_checkpoint_loading()
-        with pytest.warns(UserWarning, match='never run'):
-            loaded = CheckpointLoader.load_checkpoint('jetvittest://x.pth')
+        with runner_checkpoint_loading():
+            with pytest.warns(UserWarning, match='never run'):
+                loaded = CheckpointLoader.load_checkpoint('jetvittest://x.pth')
         assert loaded['meta']['config'] == "model = {'type': 'X'}\n"
+        assert CheckpointLoader._schemes == before  # mmengine's loaders put back after the block
     finally:
         CheckpointLoader._schemes.pop('jetvittest://', None)
 

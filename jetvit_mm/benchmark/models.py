@@ -1,9 +1,11 @@
 """The whole-model benchmark: JetViT forwards (or JetViT + DPT depth head) per arch and input size, every (size, arch)
 pair timed in one interleaved round-robin, with images/s, the peak memory of one forward, FLOPs with attention
 counted and the speed-up over the all-F teacher."""
+import contextlib
+import functools
 import os
 import statistics
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -129,6 +131,30 @@ def largest_cuda_batch(model: nn.Module, size: Tuple[int, int], dtype: torch.dty
     return fits
 
 
+@contextlib.contextmanager
+def inductor_freezing(enabled: bool) -> Iterator[None]:
+    """Inductor's ``freezing`` switched on for the block when ``enabled`` (a process setting:
+    ``torch.compile(options={'freezing': True})`` is not applied by the freezing pass in torch 2.14), and put back
+    as it was when the block ends, on success and on error."""
+    if not enabled:
+        yield
+        return
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(freezing=True):
+        yield
+
+
+def _freezing_while_running(benchmark: Callable[..., Dict[str, object]]) -> Callable[..., Dict[str, object]]:
+    """``benchmark`` run inside :func:`inductor_freezing` of its ``freeze`` argument."""
+    @functools.wraps(benchmark)
+    def run(*args: Any, **kwargs: Any) -> Dict[str, object]:
+        with inductor_freezing(kwargs.get('freeze', False)):
+            return benchmark(*args, **kwargs)
+    return run
+
+
+@_freezing_while_running
 def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int, int]]], batch: int, dtype: str,
                      device: str, warmup: int, repeat: int, compile_model: bool, cuda_graph: bool,
                      throughput: Optional[int], threads: int, memory: bool, profile: bool, malloc: str,
@@ -140,7 +166,8 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     fits on CUDA). ``onnxruntime``: also each model's ONNX export in an onnxruntime CPU session, in the same
     round-robin (rows labelled ``<label> (onnxruntime)``; ``'fixed'``: exported once per size, W windowed).
     ``freeze`` (with ``compile_model``): inductor's freezing for every model alike (weights folded into the graph as
-    constants; on the CPU the Linears' weights prepacked for oneDNN), PyTorch's setting for CPU inference."""
+    constants; on the CPU the Linears' weights prepacked for oneDNN), PyTorch's setting for CPU inference; the
+    process's setting is restored when the call returns."""
     dev, torch_dtype = torch.device(device), to_dtype(dtype)
     models: Dict[str, nn.Module] = {}
     for e in entries:
@@ -154,10 +181,6 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
           f'{", ".join(f"{h}x{w}" for h, w in sizes)}; batch {batch}, {dtype} on {device}, '
           f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}'
           f'{", CUDA graphs" if cuda_graph else ""}{malloc_note(malloc_kept, dev)}', flush=True)
-    if freeze:  # the benchmark process's inductor setting (torch.compile(options={'freezing': True}) is not
-        import torch._inductor.config as inductor_config  # applied by the freezing pass in torch 2.14)
-
-        inductor_config.freezing = True
     runners = make_runners(models, entries, compile_model, cuda_graph)
     probe = CpuContention(enabled=dev.type == 'cpu')  # on CUDA it would read /proc inside the event window
 

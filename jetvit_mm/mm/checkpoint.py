@@ -6,23 +6,30 @@ objects (numpy arrays inside, and bound statistics methods pickled as ``getattr(
 'mean')``), so ``--resume``, ``load_from`` and ``tools/test.py CONFIG CKPT`` fail with
 "Weights only load failed".
 
-This module is the project's one mechanism for that. :func:`enable_runner_checkpoint_loading`
-replaces mmengine's loader for local files with one that still uses ``weights_only=True`` for
-*every* file, external weights included, and only widens the allow-list by the data types a
-runner checkpoint contains: ``HistoryBuffer``, numpy arrays/scalars/dtypes, and a ``getattr``
-that resolves nothing but ``HistoryBuffer``'s registered statistics methods. Nothing else
-becomes loadable: a pickle that names any other global is still refused by torch.
+This module is the project's one mechanism for that. :func:`load_local_checkpoint` still uses
+``weights_only=True`` for *every* file, external weights included, and only widens the allow-list by the data
+types a runner checkpoint contains: ``HistoryBuffer``, numpy arrays/scalars/dtypes, and a ``getattr`` that resolves
+nothing but ``HistoryBuffer``'s registered statistics methods. Nothing else becomes loadable: a pickle that names
+any other global is still refused by torch. (Checkpoints this project's runner writes now hold none of these:
+:class:`~jetvit_mm.mm.hooks.PlainCheckpointHook`; older ones do.)
 
-The config text a runner checkpoint carries is never executed: mmengine's ``Runner.resume`` and
-``BaseInferencer`` run it through ``Config.fromstring``, so every checkpoint loaded here has it replaced by its
-literal assignments only (:mod:`jetvit_mm.mm.config_text`). Importing :mod:`jetvit_mm.mm` registers the loader,
-so mmengine's, mmseg's and mmdet's own entry points use it too once a config's ``custom_imports`` names the plugin.
+The config text a runner checkpoint carries is never executed: mmengine's ``Runner.resume`` runs it through
+``Config.fromstring``, so every checkpoint loaded here has it replaced by its literal assignments only
+(:mod:`jetvit_mm.mm.config_text`).
+
+It applies only where this project asks for it. Importing :mod:`jetvit_mm.mm` changes no loader of mmengine: it
+teaches this project's own readers (``JetViT(checkpoint=...)``) runner checkpoints (:func:`register_runner_readers`).
+The runner the configs name (:class:`~jetvit_mm.mm.runner.JetViTRunner`) loads ``load_from`` and resumed checkpoints
+inside :func:`runner_checkpoint_loading`, which puts mmengine's loaders back when the load ends; this project's
+command-line tools that load through mmengine outside a runner call :func:`enable_runner_checkpoint_loading`.
 """
+import collections
+import contextlib
 import functools
 import os.path as osp
 import pickle
 import re
-from typing import Any, Callable, List, Tuple, Union
+from typing import Any, Callable, Iterator, List, Tuple, Union
 
 import numpy as np
 import torch
@@ -42,7 +49,7 @@ from .config_text import neutralise_config_text
 from .runner_checkpoint import runner_jetvit_part, saved_spec
 
 __all__ = ['check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'refusal_message',
-           'runner_safe_globals']
+           'register_runner_readers', 'runner_checkpoint_loading', 'runner_safe_globals']
 
 _BUILTIN_STATISTICS = frozenset({'min', 'max', 'current', 'mean'})
 
@@ -85,14 +92,14 @@ def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = 
 
 
 def refusal_message(filename: str, refused: Exception) -> str:
-    """What a user of mmseg's / mmdet's clients (``init_model``, the inferencers, ``tools/test.py``) reads when the
-    loader ``import jetvit_mm.mm`` registered refuses a file: which object was refused, that this stays so, and what
-    to do instead."""
+    """What a user reads when this project's loader (its runner and tools, also under mmseg's and mmdet's own
+    ``tools/train.py`` / ``tools/test.py`` on its configs) refuses a file: which object was refused, that this stays
+    so, and what to do instead."""
     found = re.search(r'GLOBAL ([\w.]+)', str(refused))
     reason = f'it names the Python global {found.group(1)}' if found else f'{type(refused).__name__}: {refused}'
-    return (f'{filename} was refused by jetvit_mm\'s checkpoint loader (registered for mmengine, mmseg and mmdet by '
-            f'`import jetvit_mm.mm` / custom_imports; torch.load with weights_only=True, allowing only the data types '
-            f'of mmengine runner checkpoints): {reason}. The file holds a Python object that is not checkpoint data, '
+    return (f'{filename} was refused by jetvit_mm\'s checkpoint loader (the runner and tools of jetvit_mm\'s '
+            f'configs; torch.load with weights_only=True, allowing only the data types of mmengine runner '
+            f'checkpoints): {reason}. The file holds a Python object that is not checkpoint data, '
             f'and it stays refused: there is no setting that turns safe loading off. Checkpoints written by jetvit_mm '
             f'(tools/train.py, tools/export_hybrid.py) and published weights (.pth state dicts, .safetensors) load '
             f'as they are; a file from another tool that you trust can be re-saved as a plain state dict '
@@ -117,19 +124,39 @@ def _load_runner_checkpoint(path: str) -> Any:
     return load_local_checkpoint(path, map_location='cpu')
 
 
+def register_runner_readers() -> None:
+    """Teach this project's pure readers (``JetViT(checkpoint=...)``) runner checkpoints: their allow-list and where
+    their JetViT sits. Done when :mod:`jetvit_mm.mm` is imported; it changes nothing outside jetvit_mm's readers."""
+    register_fallback_loader(_load_runner_checkpoint)
+    register_jetvit_reader(runner_jetvit_part)
+
+
 def enable_runner_checkpoint_loading() -> None:
     """Make mmengine load local checkpoints through :func:`load_local_checkpoint`, and make every other scheme it
-    knows (http, ...) hand back checkpoints whose config text cannot run. Also teach the pure readers
-    (``JetViT(checkpoint=...)``) runner checkpoints: their allow-list and where their JetViT sits.
+    knows (http, ...) hand back checkpoints whose config text cannot run, for the rest of the process.
 
-    Done when :mod:`jetvit_mm.mm` is imported (a config's ``custom_imports``); calling it again is harmless.
+    For this project's command-line tools that load through mmengine outside a runner (``tools/search.py``,
+    ``tools/export_hybrid.py``); never called at import. Calling it again is harmless. For a block only:
+    :func:`runner_checkpoint_loading`.
     """
     for prefix, loader in list(CheckpointLoader._schemes.items()):
         if prefix:
             CheckpointLoader.register_scheme(prefixes=prefix, loader=_without_config_code(loader), force=True)
     CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
-    register_fallback_loader(_load_runner_checkpoint)
-    register_jetvit_reader(runner_jetvit_part)
+    register_runner_readers()
+
+
+@contextlib.contextmanager
+def runner_checkpoint_loading() -> Iterator[None]:
+    """mmengine's checkpoint loaders as :func:`enable_runner_checkpoint_loading` sets them, for the block only, put
+    back as they were when it ends, on success and on error (what :class:`~jetvit_mm.mm.runner.JetViTRunner` loads
+    ``load_from`` and resumed checkpoints in)."""
+    saved = collections.OrderedDict(CheckpointLoader._schemes)
+    try:
+        enable_runner_checkpoint_loading()
+        yield
+    finally:
+        CheckpointLoader._schemes = saved
 
 
 def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> None:

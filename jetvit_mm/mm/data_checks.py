@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from .image_pipeline import CheckedPipeline
 
-__all__ = ['CheckedRunner', 'DataInputError', 'build_checked_dataloader', 'build_checked_dataset',
+__all__ = ['CheckedDataMixin', 'DataInputError', 'build_checked_dataloader', 'build_checked_dataset',
            'build_checked_evaluator', 'describe_dataset']
 
 COCO_SECTIONS = 'images, annotations and categories'
@@ -132,9 +132,10 @@ def check_coco_sections(api: Any, what: str, ann_file: Any, needed: Tuple[str, .
                              f'{COCO_SECTIONS} (a test split without labels: images and categories)')
 
 
-class CheckedRunner(Runner):
-    """mmengine's :class:`~mmengine.runner.Runner`, building its dataloaders and evaluators through the checked
-    builders above (what ``tools/train.py`` and ``tools/test.py`` run)."""
+class CheckedDataMixin:
+    """Builds a runner's dataloaders and evaluators through the checked builders above; mixed into
+    :class:`~jetvit_mm.mm.runner.JetViTRunner` (and so :class:`~jetvit_mm.mm.fsdp.FSDP2Runner`) before mmengine's
+    :class:`~mmengine.runner.Runner`."""
 
     @staticmethod
     def build_dataloader(dataloader: Any, seed: Optional[int] = None, diff_rank_seed: bool = False) -> Any:

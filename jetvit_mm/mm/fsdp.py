@@ -7,6 +7,8 @@ embeddings, tokens, final norms, heads) as the root unit. Enable it from a confi
 
     model_wrapper_cfg = dict(type='FSDP2Wrapper', param_dtype='bfloat16', reduce_dtype='float32', cpu_offload=False)
 
+    runner_type = 'FSDP2Runner'
+
 and launch ``torchrun --nproc_per_node=N tools/train.py CONFIG --launcher pytorch`` (gloo on CPU, NCCL on GPU).
 Checkpoints: :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`.
 """
@@ -16,14 +18,14 @@ import torch
 import torch.distributed as dist
 from mmengine.logging import print_log
 from mmengine.registry import MODEL_WRAPPERS, RUNNERS
-from mmengine.runner import Runner
 from torch import nn
 
 from jetvit_mm.distill.fsdp2 import is_meta, materialize_shards, shard_model
 from jetvit_mm.dtypes import LONG, to_dtype
 from jetvit_mm.models.supernet import JetViTSupernet
 
-from .fsdp_checkpoint import STATE_DICT_TYPES, gather_checkpoint_state
+from .fsdp_checkpoint import STATE_DICT_TYPES, FSDP2CheckpointHook, gather_checkpoint_state
+from .runner import JetViTRunner
 
 
 def _dtype(name: Optional[str], what: str) -> Optional[torch.dtype]:
@@ -111,10 +113,17 @@ class FSDP2Wrapper(nn.Module):
 
 
 @RUNNERS.register_module()
-class FSDP2Runner(Runner):
-    """mmengine's runner for an :class:`FSDP2Wrapper` model: the wrapper initialises the weights and syncs them from
-    rank 0 before sharding, where the plain runner would broadcast every (sharded) tensor after. ``tools/train.py``
-    selects it whenever ``model_wrapper_cfg.type`` is ``'FSDP2Wrapper'``."""
+class FSDP2Runner(JetViTRunner):
+    """The runner for an :class:`FSDP2Wrapper` model (``runner_type = 'FSDP2Runner'`` next to the wrapper in the
+    config): the wrapper initialises the weights and syncs them from rank 0 before sharding, where the plain runner
+    would broadcast every (sharded) tensor after; its checkpoints go through
+    :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`, registered here. The data checks, CPU set-up and
+    safe loading are :class:`~jetvit_mm.mm.runner.JetViTRunner`'s."""
+
+    def register_hooks(self, default_hooks=None, custom_hooks=None) -> None:
+        super().register_hooks(default_hooks, custom_hooks)
+        if isinstance(self.model, FSDP2Wrapper) and not any(isinstance(h, FSDP2CheckpointHook) for h in self.hooks):
+            self.register_hook(FSDP2CheckpointHook())
 
     def build_model(self, model: Union[nn.Module, Dict]) -> nn.Module:
         """With ``model_wrapper_cfg.meta_init``: the distiller on the meta device, no checkpoint read yet."""

@@ -1,5 +1,7 @@
-"""Runner hooks: single-path supernet sampling, the arch spec in every saved checkpoint's meta, and the digest of
-its tensors."""
+"""Runner hooks: single-path supernet sampling, the arch spec in every saved checkpoint's meta, the runner's state
+saved as plain data, and the digest of the checkpoint's tensors. The last three are declared in every config through
+``configs/_base_/default_runtime.py`` / ``det_runtime.py`` (``default_hooks``), so that mmseg's and mmdet's own
+tools write the same checkpoints as this project's."""
 import json
 import os.path as osp
 from typing import Optional
@@ -15,6 +17,7 @@ from jetvit_mm.models.supernet import JetViTSupernet
 from jetvit_mm.search import SupernetSampler
 
 from .registry import HOOKS
+from .runner_checkpoint import plain_message_hub, restore_message_hub
 
 
 def find_supernet(model) -> JetViTSupernet:
@@ -74,8 +77,8 @@ class SupernetSamplerHook(Hook):
 class ArchSpecHook(Hook):
     """Write the arch spec of every JetViT in the model into each saved checkpoint's meta: ``meta['jetvit_specs']``
     maps the module's name (``'student'``, ``'teacher'``, ``'backbone'``) to its spec, readable without loading the
-    weights (the state dict holds the same spec, which is what loading checks). ``tools/train.py`` adds it to every
-    run."""
+    weights (the state dict holds the same spec, which is what loading checks). Declared in ``configs/_base_``'s
+    ``default_hooks`` (``arch_spec``)."""
 
     priority = 'VERY_LOW'
 
@@ -87,11 +90,28 @@ class ArchSpecHook(Hook):
 
 
 @HOOKS.register_module()
+class PlainCheckpointHook(Hook):
+    """Save the runner's state as plain data (:func:`~jetvit_mm.mm.runner_checkpoint.plain_message_hub`: the message
+    hub's HistoryBuffers and numpy values as lists and numbers), so that any weights-only ``torch.load`` reads the
+    checkpoint without an allow-list (mmseg's ``init_model``, the inferencers, with no change to mmengine's loaders),
+    and turn it back when a run loads it. Declared in ``configs/_base_``'s ``default_hooks`` (``plain_checkpoint``).
+    """
+
+    priority = 'LOW'
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        plain_message_hub(checkpoint)
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        restore_message_hub(checkpoint)
+
+
+@HOOKS.register_module()
 class CheckpointDigestHook(Hook):
     """Write the digest of every tensor of each saved checkpoint into its meta (``meta['tensor_digest']``), which
     every load through :mod:`jetvit_mm` checks (:mod:`jetvit_mm.models.checkpoints.integrity`): a file damaged after
     it was written is refused, naming it. Runs last, after any hook that changes what is saved (an EMA's weights).
-    ``tools/train.py`` adds it to every run."""
+    Declared in ``configs/_base_``'s ``default_hooks`` (``checkpoint_digest``)."""
 
     priority = 'LOWEST'
 

@@ -1,9 +1,9 @@
-"""What tools/train.py and tools/test.py wire together: config loading, launcher set-up, the runner, evaluation of a
-checkpoint."""
+"""What tools/train.py and tools/test.py wire together: config loading, resuming, the runner the config names,
+evaluation of a checkpoint. Everything the runner does (hooks, data checks, CPU distributed training, safe checkpoint
+loading) is declared in the config (``configs/_base_``), so mmseg's and mmdet's own tools do the same."""
 import argparse
 import contextlib
 import json
-import os
 import os.path as osp
 from typing import Iterator, Optional, Tuple
 
@@ -16,9 +16,7 @@ from mmengine.runner import Runner
 from jetvit_mm.cli import check_inputs, check_outputs, integer
 from jetvit_mm.models.checkpoints.integrity import atomic_write
 
-from .checkpoint import check_checkpoint_fits, enable_runner_checkpoint_loading, load_local_checkpoint
-from .data_checks import CheckedRunner
-from .hooks import ArchSpecHook, CheckpointDigestHook
+from .checkpoint import check_checkpoint_fits, load_local_checkpoint
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
@@ -55,22 +53,6 @@ def load_config(args: argparse.Namespace) -> Config:
     return cfg
 
 
-def _init_cpu_process_group(launcher: str) -> None:
-    """Start a gloo process group when there is no GPU (mmengine's init_dist assumes CUDA).
-
-    mmengine skips its own initialisation when a group already exists.
-    """
-    if torch.distributed.is_initialized():
-        return
-    if launcher == 'slurm':
-        os.environ.setdefault('RANK', os.environ['SLURM_PROCID'])
-        os.environ.setdefault('WORLD_SIZE', os.environ['SLURM_NTASKS'])
-        os.environ.setdefault('LOCAL_RANK', os.environ.get('SLURM_LOCALID', '0'))
-        if 'MASTER_ADDR' not in os.environ or 'MASTER_PORT' not in os.environ:
-            raise RuntimeError('slurm on CPU: export MASTER_ADDR and MASTER_PORT before launching')
-    torch.distributed.init_process_group(backend='gloo', init_method='env://')
-
-
 @contextlib.contextmanager
 def process_group_teardown() -> Iterator[None]:
     """Destroy the default process group when the block ends, on success and on error, whoever started it (the CPU
@@ -87,32 +69,10 @@ def process_group_teardown() -> Iterator[None]:
 
 
 def build_runner(cfg: Config) -> Runner:
-    """Build the runner, with CPU-only distributed training and runner checkpoints handled, the arch spec and the
-    tensors' digest written into every checkpoint's meta (:class:`~jetvit_mm.mm.hooks.ArchSpecHook`,
-    :class:`~jetvit_mm.mm.hooks.CheckpointDigestHook`), and datasets / evaluators built with bad input named
-    (:class:`~jetvit_mm.mm.data_checks.CheckedRunner`, unless the config names its own ``runner_type``)."""
-    enable_runner_checkpoint_loading()
-    if cfg.launcher != 'none' and not torch.cuda.is_available():
-        _init_cpu_process_group(cfg.launcher)
-        wrapper = dict(cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel'))
-        wrapper['device_ids'] = None  # CPU: DDP must not be given device ids
-        cfg.model_wrapper_cfg = wrapper
-    if (cfg.get('model_wrapper_cfg') or {}).get('type') == 'FSDP2Wrapper' and 'runner_type' not in cfg:
-        cfg.runner_type = 'FSDP2Runner'  # jetvit_mm.mm.fsdp: no broadcast of sharded weights after wrapping
-    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else CheckedRunner.from_cfg(cfg)
-    for hook in (ArchSpecHook, CheckpointDigestHook):
-        if not any(isinstance(h, hook) for h in runner.hooks):
-            runner.register_hook(hook())
-    _add_fsdp2_checkpoint_hook(runner)
-    return runner
-
-
-def _add_fsdp2_checkpoint_hook(runner: Runner) -> None:
-    """An FSDP2-wrapped model's checkpoints need :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`."""
-    from .fsdp import FSDP2Wrapper
-    from .fsdp_checkpoint import FSDP2CheckpointHook
-    if isinstance(runner.model, FSDP2Wrapper) and not any(isinstance(h, FSDP2CheckpointHook) for h in runner.hooks):
-        runner.register_hook(FSDP2CheckpointHook())
+    """The runner ``cfg`` names, built as mmseg's and mmdet's own ``tools/train.py`` build it: ``runner_type``
+    (``configs/_base_``: :class:`~jetvit_mm.mm.runner.JetViTRunner`, or ``FSDP2Runner`` next to an FSDP2 wrapper) from
+    mmengine's ``RUNNERS``, else mmengine's ``Runner``."""
+    return RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
 
 
 def latest_checkpoint(work_dir: str) -> Optional[str]:

@@ -5,11 +5,16 @@ under ``backbone.``. Its spec is read from the state dict (``<prefix>_extra_stat
 before specs existed, whose saved config text (read literal-only, :mod:`jetvit_mm.mm.config_text`, never run) names a
 hybrid arch, is refused naming the one-time converter (``tools/upgrade_checkpoint.py``, which writes that spec into
 its state dict).
+
+It also keeps the runner's own state in a checkpoint plain data (:func:`plain_message_hub`), so that any
+``torch.load(..., weights_only=True)`` reads the file without an allow-list: mmseg's ``init_model``, the inferencers.
 """
 import warnings
 from typing import Any, Dict, Optional, Tuple
 
+import numpy as np
 import torch
+from mmengine.logging import HistoryBuffer
 
 from jetvit_mm.models.arch import UPGRADE_HINT, ArchSpec, mixer_table_of, spec_from_state
 from jetvit_mm.models.checkpoints import strip_prefix
@@ -19,7 +24,8 @@ from jetvit_mm.models.teachers import teacher_depth
 
 from .config_text import literal_assignments
 
-__all__ = ['RUNNER_PREFIXES', 'legacy_spec', 'runner_jetvit_part', 'saved_model_config', 'saved_spec']
+__all__ = ['RUNNER_PREFIXES', 'legacy_spec', 'plain_message_hub', 'restore_message_hub', 'runner_jetvit_part',
+           'saved_model_config', 'saved_spec']
 
 StateDict = Dict[str, torch.Tensor]
 RUNNER_PREFIXES = ('student.', 'backbone.')  # the model config key of each is the prefix without its dot
@@ -83,3 +89,49 @@ def runner_jetvit_part(state: StateDict, meta: Dict[str, Any], path: str
         if any(k.startswith(prefix) for k in state):
             return strip_prefix(state, prefix), saved_spec(state, meta, prefix, path)
     return None
+
+
+PLAIN_BUFFER = 'history_buffer'  # the key marking a HistoryBuffer written as plain data
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays (in dicts, lists, tuples) as Python numbers and lists."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return type(value)((k, _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def plain_message_hub(checkpoint: Dict[str, Any]) -> None:
+    """Turn the ``message_hub`` of a checkpoint about to be saved into plain data, in place: each
+    :class:`~mmengine.logging.HistoryBuffer` into ``{'history_buffer': True, 'log_history': [...],
+    'count_history': [...], 'max_length': n}``, numpy values into Python numbers. torch's weights-only unpickler
+    then reads the file as it is; :func:`restore_message_hub` turns it back when a run resumes."""
+    hub = checkpoint.get('message_hub')
+    if not isinstance(hub, dict):
+        return
+    scalars = hub.get('log_scalars')
+    if isinstance(scalars, dict):
+        hub['log_scalars'] = type(scalars)(
+            (key, {PLAIN_BUFFER: True, 'log_history': _plain(buf._log_history),
+                   'count_history': _plain(buf._count_history), 'max_length': int(buf.max_length)})
+            if isinstance(buf, HistoryBuffer) else (key, buf) for key, buf in scalars.items())
+    if isinstance(hub.get('runtime_info'), dict):
+        hub['runtime_info'] = _plain(hub['runtime_info'])
+
+
+def restore_message_hub(checkpoint: Dict[str, Any]) -> None:
+    """The inverse of :func:`plain_message_hub`, in place, for mmengine's ``MessageHub.load_state_dict`` (a
+    checkpoint written with HistoryBuffer objects is left as it is)."""
+    hub = checkpoint.get('message_hub') if isinstance(checkpoint, dict) else None
+    scalars = hub.get('log_scalars') if isinstance(hub, dict) else None
+    if not isinstance(scalars, dict):
+        return
+    for key, buf in scalars.items():
+        if isinstance(buf, dict) and buf.get(PLAIN_BUFFER) is True:
+            scalars[key] = HistoryBuffer(buf['log_history'], buf['count_history'], buf['max_length'])

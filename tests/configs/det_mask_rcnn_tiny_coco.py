@@ -3,9 +3,8 @@
 _base_ = [
     'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
     'mmdet::_base_/datasets/coco_instance.py',
-    'mmdet::_base_/default_runtime.py',
+    '../../configs/_base_/det_runtime.py',  # mmdet's runtime, the plugin import, its runner and checkpoint hooks
 ]
-custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
 
 data_root = 'data/tiny_coco/'
 image_size = (64, 96)

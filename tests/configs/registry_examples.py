@@ -18,6 +18,7 @@ examples = dict(
     WindowAttention=dict(type='WindowAttention', dim=32, num_heads=2, window_size=4),
     LinearAttention=dict(type='LinearAttention', dim=32, num_heads=2, conv='static'),
     CheckpointDigestHook=dict(type='CheckpointDigestHook'),
+    PlainCheckpointHook=dict(type='PlainCheckpointHook'),
     LayerDecayOptimWrapperConstructor=dict(
         type='LayerDecayOptimWrapperConstructor', paramwise_cfg=dict(layer_decay_rate=0.7),
         optim_wrapper_cfg=dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.1))),

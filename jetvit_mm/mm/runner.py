@@ -1,0 +1,79 @@
+"""The runner every JetViT config names (``runner_type = 'JetViTRunner'`` in ``configs/_base_/default_runtime.py``
+and ``det_runtime.py``), so that this project's ``tools/train.py`` / ``tools/test.py`` and mmseg's and mmdet's own
+tools build the same one from the config alone.
+
+It is mmengine's :class:`~mmengine.runner.Runner` with:
+
+- the datasets, dataloaders and evaluators built with bad input named (:class:`~jetvit_mm.mm.data_checks.
+  CheckedDataMixin`);
+- distributed training without a GPU (``--launcher pytorch`` / ``slurm`` on CPU: a gloo process group, DDP without
+  device ids), where mmengine's ``init_dist`` assumes CUDA;
+- ``load_from`` and resumed checkpoints loaded weights-only with the runner's data types allowed and their config
+  text never run (:func:`~jetvit_mm.mm.checkpoint.runner_checkpoint_loading`: for the load only, mmengine's
+  loaders are put back after).
+
+:class:`~jetvit_mm.mm.fsdp.FSDP2Runner` (``runner_type = 'FSDP2Runner'``, for an ``FSDP2Wrapper`` model) builds on it.
+"""
+import os
+from typing import Any, Dict, Optional
+
+import torch
+from mmengine.registry import MODEL_WRAPPERS, RUNNERS
+from mmengine.runner import Runner
+from torch.nn.parallel import DistributedDataParallel
+
+from .checkpoint import runner_checkpoint_loading
+from .data_checks import CheckedDataMixin
+
+__all__ = ['JetViTRunner', 'init_cpu_process_group']
+
+
+def init_cpu_process_group(launcher: str) -> None:
+    """Start a gloo process group when there is no GPU (mmengine's init_dist assumes CUDA).
+
+    mmengine skips its own initialisation when a group already exists.
+    """
+    if torch.distributed.is_initialized():
+        return
+    if launcher == 'slurm':
+        os.environ.setdefault('RANK', os.environ['SLURM_PROCID'])
+        os.environ.setdefault('WORLD_SIZE', os.environ['SLURM_NTASKS'])
+        os.environ.setdefault('LOCAL_RANK', os.environ.get('SLURM_LOCALID', '0'))
+        if 'MASTER_ADDR' not in os.environ or 'MASTER_PORT' not in os.environ:
+            raise RuntimeError('slurm on CPU: export MASTER_ADDR and MASTER_PORT before launching')
+    torch.distributed.init_process_group(backend='gloo', init_method='env://')
+
+
+@RUNNERS.register_module()
+class JetViTRunner(CheckedDataMixin, Runner):
+    """mmengine's runner with checked data, CPU-only distributed training and this project's safe checkpoint loading
+    (see the module's documentation); what ``configs/_base_`` names as ``runner_type``."""
+
+    def setup_env(self, env_cfg: Dict) -> None:
+        if self.distributed and not torch.cuda.is_available():
+            init_cpu_process_group(self.launcher)
+        super().setup_env(env_cfg)
+
+    def wrap_model(self, model_wrapper_cfg: Optional[Dict], model: torch.nn.Module) -> Any:
+        wrapper = dict(model_wrapper_cfg or {})
+        if str(wrapper.get('type', '')).split('.')[-1] == 'FSDP2Wrapper':
+            from .fsdp import FSDP2Runner
+            if not isinstance(self, FSDP2Runner):
+                raise ValueError(f"model_wrapper_cfg.type='FSDP2Wrapper' needs runner_type='FSDP2Runner' in the "
+                                 f"config (got {type(self).__name__}): its weights are initialised and synced "
+                                 f"before sharding, and its checkpoints gathered on every rank")
+        if self.distributed and not torch.cuda.is_available():
+            wrapper.setdefault('type', 'MMDistributedDataParallel')
+            if issubclass(MODEL_WRAPPERS.get(wrapper['type']), DistributedDataParallel):
+                wrapper['device_ids'] = None  # CPU: DDP must not be given device ids
+                if model_wrapper_cfg is None:  # as mmengine's default DDP
+                    wrapper.update(broadcast_buffers=False,
+                                   find_unused_parameters=self.cfg.get('find_unused_parameters', False))
+            model_wrapper_cfg = wrapper
+        return super().wrap_model(model_wrapper_cfg, model)
+
+    def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
+                        revise_keys: list = [(r'^module.', '')]) -> Dict:  # noqa: B006 (mmengine's signature)
+        with runner_checkpoint_loading():
+            return super().load_checkpoint(filename, map_location=map_location, strict=strict,
+                                           revise_keys=revise_keys)
