@@ -40,6 +40,7 @@ def tiny_plan(spec: dict, checkpointing: bool) -> dict:
 
 @pytest.mark.parametrize('shape', list(SHAPES))
 @pytest.mark.parametrize('checkpointing', [False, True], ids=['no_checkpointing', 'checkpointing'])
+@pytest.mark.integration  # one measuring process per case
 def test_planned_total_matches_the_measured_train_step_peak(shape, checkpointing):
     measured = measure_train_step_memory(dict(SHAPES[shape], checkpointing=checkpointing), timeout=300)
     planned = tiny_plan(SHAPES[shape], checkpointing)
