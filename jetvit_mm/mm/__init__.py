@@ -31,13 +31,14 @@ from .mixers import mirror_mixers
 from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
 from .registry import registered_types
+from .search_loop import JetViTSearchLoop
 from .seg_heads import LinearProbeHead
 
 enable_runner_checkpoint_loading()
 
 __all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CityscapesDepthDataset', 'DA2KDataset', 'DA2KMetric',
            'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize', 'FSDP2CheckpointHook', 'FSDP2Wrapper',
-           'FeatureDistiller', 'JetViT',
+           'FeatureDistiller', 'JetViT', 'JetViTSearchLoop',
            'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
            'LoadZeroShotDepth', 'PseudoLabelDepthEstimator', 'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid',
            'SintelDepthDataset', 'SupernetSamplerHook', 'check_checkpoint_fits', 'enable_runner_checkpoint_loading',
