@@ -38,11 +38,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--stage', type=int, choices=(1, 2), default=1)
     parser.add_argument('--head-checkpoint', help='the teacher\'s trained downstream head (e.g. its probe run)')
     parser.add_argument('--metric', default='mIoU',
-                        help='the val_evaluator\'s metric to optimise: mIoU (default), aAcc, mAcc, mDice, mFscore '
-                        '(mmseg IoUMetric), coco/bbox_mAP, coco/segm_mAP (mmdet CocoMetric), the depth metrics '
-                        '(abs_rel, delta1; da2k_acc), any metric a registered evaluator declares in '
-                        '`higher_is_better`; or distill_loss (no labels). An unknown name is refused naming those of '
-                        'the config\'s evaluator')
+                        help='the val_evaluator\'s metric to optimise: mIoU (default), aAcc, mAcc, mDice (mmseg '
+                        'IoUMetric), coco/bbox_mAP, coco/segm_mAP (mmdet CocoMetric), the depth metrics (abs_rel, '
+                        'delta1; da2k_acc), any metric a registered evaluator declares in `higher_is_better`; or '
+                        'distill_loss (no labels). Its direction: the metric class\'s declaration, else mmengine\'s '
+                        'CheckpointHook rule (the config\'s default_hooks.checkpoint.greater_keys / less_keys, e.g. '
+                        'greater_keys=[\'mFscore\']). An unknown name is refused naming those of the config\'s '
+                        'evaluator')
     parser.add_argument('--beam-width', type=positive, default=4)
     parser.add_argument('--min-gain', type=finite(), default=None,
                         help='Step 1: stop when a stage gains less, in the metric\'s units, and keep none of that '
