@@ -1,5 +1,6 @@
-"""What tools/search.py wires together: a trained supernet, the downstream model and the framework's own
-val dataloader and evaluator, the pure beam search, a latency model and a resumable state file."""
+"""What the search loop (:mod:`jetvit_mm.mm.search_loop`) scores with: a trained supernet and its teacher, the
+downstream model around them, the metric and its direction, the arch scorer over the framework's val dataloader and
+evaluator."""
 import copy
 import logging
 import re
@@ -28,7 +29,8 @@ from .runner_checkpoint import saved_model_config, saved_spec
 # Where a metric's direction comes from (True: higher is better), first to last: a metric class that declares a
 # ``higher_is_better`` dict (this project's depth metrics); the config's ``default_hooks.checkpoint`` ``greater_keys``
 # / ``less_keys``; mmengine's CheckpointHook rule (its default greater and less keys, e.g. mIoU, mAP; loss), the rule
-# mmengine itself uses to keep the best checkpoint of that metric.
+# mmengine itself uses to keep the best checkpoint of that metric (:func:`check_metric`).
+
 # Metrics reported in percent (mmseg's IoUMetric, DA-2K accuracy); the others (mmdet's COCO mAPs, AbsRel, delta1,
 # the distillation loss) are fractions. The search's default thresholds are in percentage points, scaled by this.
 PERCENT_METRICS = ('mIoU', 'aAcc', 'mAcc', 'mDice', 'mFscore', 'da2k_acc')
