@@ -6,6 +6,11 @@
     python tools/search.py CONFIG STEP2_SUPERNET.pth --stage 2 --head-checkpoint TEACHER_PROBE.pth --work-dir D \\
         --max-full 2 --tolerance 0.5 --export
 
+    # the same on N processes (each arch scored over a data-parallel split of the val set; the same scores)
+    torchrun --nproc_per_node N tools/search.py CONFIG STEP1_SUPERNET.pth --stage 1 ... --launcher pytorch
+
+The search runs as mmengine's validation loop (jetvit_mm.mm.search_loop.JetViTSearchLoop, set as the config's
+val_cfg with these flags as its options) of the runner the config builds.
 CONFIG is the downstream evaluation config (e.g. configs/probe/dinov3_base_linear_cityscapes.py): its
 val_dataloader and val_evaluator score every arch, its backbone arguments must match the supernet's. The state
 (every scored arch) is rewritten atomically to D/search_state.json after each score; --resume continues a
@@ -20,22 +25,10 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.utils import import_modules_from_strings
 
-from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs, finite, positive
+from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs, finite, integer, positive
 from jetvit_mm.cli import count as count_arg
-from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
-from jetvit_mm.mm.export import export_hybrid
-from jetvit_mm.mm.search_identity import IDENTITY_NAMES, search_identity
-from jetvit_mm.mm.search_runner import (
-    ArchScorer,
-    check_metric,
-    declared_letters,
-    default_thresholds,
-    load_supernet,
-    saved_distill_objective,
-)
-from jetvit_mm.search.latency import load_or_measure, read_latency_table
-from jetvit_mm.search.run import SearchSettings, open_state, plot_stage, run_stage, start_arch
-from jetvit_mm.search.state import write_json_atomic
+from jetvit_mm.mm.launch import LAUNCHERS, build_runner, process_group_teardown
+from jetvit_mm.mm.search_runner import declared_letters
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -45,11 +38,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--stage', type=int, choices=(1, 2), default=1)
     parser.add_argument('--head-checkpoint', help='the teacher\'s trained downstream head (e.g. its probe run)')
     parser.add_argument('--metric', default='mIoU',
-                        help='the val_evaluator\'s metric to optimise: mIoU (default), aAcc, mAcc, mDice, mFscore '
-                        '(mmseg IoUMetric), coco/bbox_mAP, coco/segm_mAP (mmdet CocoMetric), the depth metrics '
-                        '(abs_rel, delta1; da2k_acc), any metric a registered evaluator declares in '
-                        '`higher_is_better`; or distill_loss (no labels). An unknown name is refused naming those of '
-                        'the config\'s evaluator')
+                        help='the val_evaluator\'s metric to optimise: mIoU (default), aAcc, mAcc, mDice (mmseg '
+                        'IoUMetric), coco/bbox_mAP, coco/segm_mAP (mmdet CocoMetric), the depth metrics (abs_rel, '
+                        'delta1; da2k_acc), any metric a registered evaluator declares in `higher_is_better`; or '
+                        'distill_loss (no labels). Its direction: the metric class\'s declaration, else mmengine\'s '
+                        'CheckpointHook rule (the config\'s default_hooks.checkpoint.greater_keys / less_keys, e.g. '
+                        'greater_keys=[\'mFscore\']). An unknown name is refused naming those of the config\'s '
+                        'evaluator')
     parser.add_argument('--beam-width', type=positive, default=4)
     parser.add_argument('--min-gain', type=finite(), default=None,
                         help='Step 1: stop when a stage gains less, in the metric\'s units, and keep none of that '
@@ -84,6 +79,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--export', action='store_true', help='export the best arch of this stage')
     parser.add_argument('--distill-config', help='with --export: the distillation config the fine-tune config inherits')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    parser.add_argument('--launcher', choices=LAUNCHERS, default='none',
+                        help='job launcher: under torchrun (pytorch) every process scores each arch over its split '
+                             'of the val set; rank 0 writes the state and the outputs')
+    parser.add_argument('--local_rank', '--local-rank', type=integer(minimum=0), default=0)
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config', 'latency_table'))
     check_outputs(parser, args, dirs=('work_dir', ))
@@ -107,49 +106,32 @@ def load_search_config(args: argparse.Namespace) -> Config:
     return cfg
 
 
+def search_config(args: argparse.Namespace) -> Config:
+    """CONFIG with the search as its validation loop (:class:`~jetvit_mm.mm.search_loop.JetViTSearchLoop`, every
+    flag an option of it) and a backbone that loads no weights (the loop swaps in the supernet and the teacher)."""
+    cfg = load_search_config(args)
+    work_dir = str(args.work_dir or Path('work_dirs') / f'search_{Path(args.config).stem}')
+    cfg.work_dir, cfg.launcher = work_dir, args.launcher
+    cfg.val_cfg = dict(
+        type='JetViTSearchLoop', checkpoint=str(args.checkpoint), stage=args.stage, metric=args.metric,
+        head_checkpoint=None if args.head_checkpoint is None else str(args.head_checkpoint),
+        beam_width=args.beam_width, min_gain=args.min_gain, tolerance=args.tolerance, max_full=args.max_full,
+        latency_budget=args.latency_budget, latency_size=args.latency_size,
+        latency_table=None if args.latency_table is None else str(args.latency_table),
+        step1_order=args.step1_order, step1_arch=args.step1_arch, seed=args.seed, resume=args.resume,
+        device=args.device, work_dir=work_dir, export=args.export,
+        distill_config=None if args.distill_config is None else str(args.distill_config))
+    if cfg.model.backbone.get('checkpoint') is not None:
+        cfg.model.backbone.checkpoint = None  # a placeholder: the teacher's weights come from CHECKPOINT
+    cfg.load_from, cfg.resume = None, False  # the runner's own loading: nothing (the loop loads what it scores)
+    return cfg
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    enable_runner_checkpoint_loading()
-    cfg = load_search_config(args)
-    work_dir = Path(args.work_dir or Path('work_dirs') / f'search_{Path(args.config).stem}')
-    state_path = work_dir / 'search_state.json'
-
-    # every check before any scoring
-    higher = check_metric(args.metric, cfg.get('val_evaluator'))
-    min_gain, tolerance = default_thresholds(args.metric)
-    settings = SearchSettings(
-        stage=args.stage, metric=args.metric, higher_is_better=higher, beam_width=args.beam_width,
-        min_gain=min_gain if args.min_gain is None else args.min_gain,
-        tolerance=tolerance if args.tolerance is None else args.tolerance, max_full=args.max_full,
-        latency_budget=args.latency_budget, seed=args.seed, order=args.step1_order)
-    given_table = None if args.latency_table is None else read_latency_table(args.latency_table, declared_letters(cfg))
-    identity = search_identity(cfg, args.metric, args.checkpoint, args.head_checkpoint)  # by content, not path
-    state = open_state(state_path, args.stage, identity, args.resume, IDENTITY_NAMES)
-    # the paths too, for the record only (not compared on resume)
-    record = dict(identity, checkpoint=str(args.checkpoint), head_checkpoint=args.head_checkpoint)
-    supernet, teacher = load_supernet(args.checkpoint, cfg)
-    scorer = ArchScorer(cfg, supernet, teacher, args.metric, args.head_checkpoint, device=args.device,
-                        distill_objective=saved_distill_objective(args.checkpoint))
-    if given_table is not None:
-        table, size = given_table
-        size = tuple(args.latency_size or size or ())
-    else:
-        size = tuple(args.latency_size or scorer.input_size())
-        table = load_or_measure(work_dir / 'latency_table.json', supernet, size, args.device)
-    start = start_arch(args.stage, supernet.search_space, state, args.step1_arch, settings.order, table)
-
-    outcome = run_stage(settings, scorer, start, state, state_path, record, table, size, out_dir=work_dir,
-                        search_space=supernet.search_space if args.stage == 1 else None)
-    plot_stage(outcome, settings, work_dir)
-    summary = outcome.summary
-    if args.export:
-        paths = export_hybrid(supernet, outcome.result.best_arch, work_dir, args.head_checkpoint,
-                              args.distill_config, downstream_cfg=cfg)
-        summary['export'] = {k: str(v) for k, v in paths.items()}
-        write_json_atomic(work_dir / 'search.json', summary)
-        for kind, path in paths.items():
-            print(f'exported {kind}: {path}')
-    return summary
+    cfg = search_config(args)
+    with process_group_teardown():
+        return build_runner(cfg).val()
 
 
 if __name__ == '__main__':

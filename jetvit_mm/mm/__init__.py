@@ -39,6 +39,7 @@ from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
 from .registry import registered_types
 from .runner import JetViTRunner
+from .search_loop import JetViTSearchLoop
 from .seg_heads import LinearProbeHead
 
 register_runner_readers()  # jetvit_mm's own readers only
@@ -46,7 +47,8 @@ register_runner_readers()  # jetvit_mm's own readers only
 __all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CheckpointDigestHook', 'CityscapesDepthDataset',
            'DA2KDataset', 'DA2KMetric', 'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize',
            'FSDP2CheckpointHook', 'FSDP2Runner', 'FSDP2Wrapper', 'FeatureDistiller', 'JetViT', 'JetViTRunner',
-           'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor', 'LinearProbeHead',
-           'LoadZeroShotDepth', 'PlainCheckpointHook', 'PseudoLabelDepthEstimator', 'ScaleShiftInvariantLoss',
-           'SimpleFeaturePyramid', 'SintelDepthDataset', 'SupernetSamplerHook', 'check_checkpoint_fits',
-           'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'mirror_mixers', 'registered_types']
+           'JetViTSearchLoop', 'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor',
+           'LinearProbeHead', 'LoadZeroShotDepth', 'PlainCheckpointHook', 'PseudoLabelDepthEstimator',
+           'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid', 'SintelDepthDataset', 'SupernetSamplerHook',
+           'check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'mirror_mixers',
+           'registered_types']

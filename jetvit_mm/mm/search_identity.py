@@ -12,7 +12,7 @@ from jetvit_mm.search.fingerprint import files_by_content, files_by_size, value_
 
 from .checkpoint import load_local_checkpoint
 from .data_checks import DataInputError, build_checked_dataset
-from .search_runner import backbone_args, check_metric, saved_distill_objective
+from .search_runner import backbone_args, config_metric_direction, saved_distill_objective
 
 __all__ = ['IDENTITY_NAMES', 'model_fingerprints', 'search_identity', 'state_fingerprint', 'val_files_fingerprint',
            'val_protocol_fingerprint']
@@ -102,7 +102,7 @@ def model_fingerprints(cfg: Config, metric: str) -> Dict[str, Optional[str]]:
 def search_identity(cfg: Config, metric: str, checkpoint: str, head_checkpoint: Optional[str]) -> Dict[str, Any]:
     """The inputs a search's scores depend on, by content (see :data:`IDENTITY_NAMES`)."""
     objective = saved_distill_objective(checkpoint) if metric == 'distill_loss' else None
-    return dict(metric=metric, higher_is_better=check_metric(metric, cfg.get('val_evaluator')),
+    return dict(metric=metric, higher_is_better=config_metric_direction(metric, cfg),
                 distill_objective=None if objective is None else value_digest(objective),
                 supernet=state_fingerprint(checkpoint), head=state_fingerprint(head_checkpoint),
                 **model_fingerprints(cfg, metric),

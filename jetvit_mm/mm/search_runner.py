@@ -1,35 +1,35 @@
-"""What tools/search.py wires together: a trained supernet, the downstream model and the framework's own
-val dataloader and evaluator, the pure beam search, a latency model and a resumable state file."""
+"""What the search loop (:mod:`jetvit_mm.mm.search_loop`) scores with: a trained supernet and its teacher, the
+downstream model around them, the metric and its direction, the arch scorer over the framework's val dataloader and
+evaluator."""
 import copy
 import logging
 import re
-from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple, Union
+from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import torch
 from mmengine.config import Config
+from mmengine.dist import all_reduce
+from mmengine.evaluator import Evaluator
+from mmengine.hooks import CheckpointHook
 from mmengine.logging import MMLogger
 from mmengine.registry import DefaultScope
 from torch import nn
 
-from jetvit_mm.distill.losses import distill_loss
+from jetvit_mm.distill.distiller import Distiller
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec, mixer_table_of
 from jetvit_mm.models.checkpoints import strip_prefix
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
-from .data_checks import build_checked_dataloader, build_checked_evaluator
 from .registry import METRICS, MODELS
 from .runner_checkpoint import saved_model_config, saved_spec
 
-# Direction of the framework metrics the search can optimise (True: higher is better). This project's own
-# metric classes declare theirs in a ``higher_is_better`` dict, read by :func:`check_metric`.
-METRIC_DIRECTIONS: Dict[str, bool] = {
-    'mIoU': True, 'aAcc': True, 'mAcc': True, 'mDice': True, 'mFscore': True,
-    'coco/bbox_mAP': True, 'coco/segm_mAP': True,
-    'distill_loss': False,
-}
+# Where a metric's direction comes from (True: higher is better), first to last: a metric class that declares a
+# ``higher_is_better`` dict (this project's depth metrics); the config's ``default_hooks.checkpoint`` ``greater_keys``
+# / ``less_keys``; mmengine's CheckpointHook rule (its default greater and less keys, e.g. mIoU, mAP; loss), the rule
+# mmengine itself uses to keep the best checkpoint of that metric (:func:`check_metric`).
+
 # Metrics reported in percent (mmseg's IoUMetric, DA-2K accuracy); the others (mmdet's COCO mAPs, AbsRel, delta1,
 # the distillation loss) are fractions. The search's default thresholds are in percentage points, scaled by this.
 PERCENT_METRICS = ('mIoU', 'aAcc', 'mAcc', 'mDice', 'mFscore', 'da2k_acc')
@@ -58,24 +58,52 @@ BACKBONE_KEYS = ('model_name', 'embed_dim', 'depth', 'num_heads', 'qkv_bias', 'p
                  'mixers')
 
 
-def check_metric(metric: str, evaluator_cfg: Optional[dict]) -> bool:
-    """Validate ``metric`` before any scoring; returns whether higher is better."""
-    directions = dict(METRIC_DIRECTIONS)
+def metric_direction(metric: str, greater_keys: Optional[Sequence[str]] = None,
+                     less_keys: Optional[Sequence[str]] = None) -> Optional[bool]:
+    """Whether higher is better for ``metric`` by mmengine's CheckpointHook rule (its ``save_best`` rule): an exact
+    greater / less key first, then a key contained in the name; None when neither rule names it."""
+    greater = list(CheckpointHook._default_greater_keys if greater_keys is None else greater_keys)
+    less = list(CheckpointHook._default_less_keys if less_keys is None else less_keys)
+    if metric in greater or metric in less:
+        return metric in greater
+    if any(key in metric for key in greater):
+        return True
+    if any(key in metric for key in less):
+        return False
+    return None
+
+
+def check_metric(metric: str, evaluator_cfg: Optional[dict], checkpoint_cfg: Optional[dict] = None) -> bool:
+    """Validate ``metric`` before any scoring; returns whether higher is better (see :func:`metric_direction`;
+    ``checkpoint_cfg``: the config's ``default_hooks.checkpoint``, whose ``greater_keys`` / ``less_keys`` count)."""
+    declared: Dict[str, bool] = {}
     if metric != 'distill_loss' and evaluator_cfg is not None:
         kind = evaluator_cfg.get('type', '').split('.')[-1]
-        declared = getattr(METRICS.get(kind), 'higher_is_better', None) if kind else None
-        if isinstance(declared, dict):  # a metric class that declares its names and directions
-            names = list(declared)
-            directions.update(declared)
+        own = getattr(METRICS.get(kind), 'higher_is_better', None) if kind else None
+        if isinstance(own, dict):  # a metric class that declares its names and directions
+            names = list(own)
+            declared = dict(own)
         else:
             names = EVALUATOR_METRICS[kind](evaluator_cfg) if kind in EVALUATOR_METRICS else None
         if names is not None and metric not in names:
             raise ValueError(f'unknown metric {metric!r}: the config\'s {kind} reports {names}; '
                              f'or use distill_loss (no labels)')
-    if metric not in directions:
-        raise ValueError(f'metric {metric!r} has no declared direction (higher or lower is better); declared: '
-                         f'{sorted(directions)}')
-    return directions[metric]
+    if metric in declared:
+        return declared[metric]
+    checkpoint_cfg = checkpoint_cfg or {}
+    higher = metric_direction(metric, checkpoint_cfg.get('greater_keys'), checkpoint_cfg.get('less_keys'))
+    if higher is None:
+        raise ValueError(f'metric {metric!r} has no declared direction (higher or lower is better): neither its '
+                         f'metric class (a higher_is_better dict) nor mmengine\'s CheckpointHook rule names it '
+                         f'(greater keys {list(CheckpointHook._default_greater_keys)}, less keys '
+                         f'{list(CheckpointHook._default_less_keys)}): declare it in the config, e.g. '
+                         f'default_hooks.checkpoint.greater_keys=[{metric!r}]')
+    return higher
+
+
+def config_metric_direction(metric: str, cfg: Config) -> bool:
+    """:func:`check_metric` for the metric of ``cfg``'s ``val_evaluator`` and checkpoint hook."""
+    return check_metric(metric, cfg.get('val_evaluator'), (cfg.get('default_hooks') or {}).get('checkpoint'))
 
 
 def backbone_args(cfg: Config) -> dict:
@@ -170,34 +198,41 @@ def load_downstream_heads(model: nn.Module, path: str, config_name: str) -> None
     model.load_state_dict(state, strict=False)
 
 
-class ArchScorer:
-    """Scores archs of ``supernet`` with the downstream model of ``cfg`` and the framework's evaluator.
+def prepare_downstream_model(model: nn.Module, teacher: JetViT, metric: str, head_checkpoint: Optional[str],
+                              config_name: str) -> nn.Module:
+    """The downstream model (the runner's, built from the config with a placeholder backbone) ready to score archs:
+    its heads loaded strictly from ``head_checkpoint`` (not for ``distill_loss``: no head runs), the teacher as its
+    backbone until :meth:`ArchScorer.evaluate` swaps in the model it scores, in eval mode."""
+    if metric != 'distill_loss':
+        if head_checkpoint is None:
+            raise ValueError(f'metric {metric!r} needs --head-checkpoint: the teacher\'s trained head '
+                             f'(a tools/train.py checkpoint of {config_name} with the teacher)')
+        load_downstream_heads(model, head_checkpoint, config_name)
+    model.backbone = teacher  # drop the placeholder
+    return model.eval()
 
-    The downstream model is ``cfg.model`` whose backbone is replaced by the supernet and whose decode head
-    is loaded from the teacher's trained head (``head_checkpoint``). ``metric='distill_loss'`` needs no labels
-    and no head: minus-free loss of the path's features against the teacher's on the val images.
+
+class ArchScorer:
+    """Scores archs of ``supernet`` with a downstream model and the framework's val dataloader and evaluator (built
+    by mmengine's runner from the config: under a distributed launcher each process sees its split of the val set
+    and the evaluator collects the results, so every process gets the score of the whole set).
+
+    ``model``: the config's downstream model from :func:`prepare_downstream_model`. ``metric='distill_loss'`` needs
+    no labels, no head and no evaluator: the distillation objective (:class:`~jetvit_mm.distill.distiller.Distiller`)
+    of the path's features against the teacher's on the val images.
     """
 
-    def __init__(self, cfg: Config, supernet: JetViTSupernet, teacher: JetViT, metric: str,
-                 head_checkpoint: Optional[str], device: Union[str, torch.device] = 'cpu',
-                 distill_objective: Optional[dict] = None) -> None:
-        self.cfg, self.supernet, self.teacher, self.metric = cfg, supernet, teacher, metric
+    def __init__(self, model: nn.Module, loader: Iterable, evaluator: Optional[Evaluator], supernet: JetViTSupernet,
+                 teacher: JetViT, metric: str, device: Union[str, torch.device] = 'cpu',
+                 distill_objective: Optional[dict] = None, scope: str = 'mmseg') -> None:
+        if metric != 'distill_loss' and evaluator is None:
+            raise ValueError(f'metric {metric!r} needs the config\'s val_evaluator')
+        self.model, self.loader, self.evaluator = model, loader, evaluator
+        self.supernet, self.teacher, self.metric, self.scope = supernet, teacher, metric, scope
         self.distill_objective = dict(DEFAULT_DISTILL_OBJECTIVE, **(distill_objective or {}))
-        self.scope = cfg.get('default_scope', 'mmseg')
-        self.model = build_downstream_model(cfg)
-        with DefaultScope.overwrite_default_scope(self.scope):
-            self.loader = build_checked_dataloader(cfg.val_dataloader)  # an empty val set: refused, named
-            self.evaluator = None
-            if metric != 'distill_loss':
-                if head_checkpoint is None:
-                    raise ValueError(f'metric {metric!r} needs --head-checkpoint: the teacher\'s trained head '
-                                     f'(a tools/train.py checkpoint of {Path(cfg.filename).name} with the teacher)')
-                self.evaluator = build_checked_evaluator(cfg.val_evaluator)
-                self.evaluator.dataset_meta = self.loader.dataset.metainfo
-        if metric != 'distill_loss':
-            load_downstream_heads(self.model, head_checkpoint, Path(cfg.filename).name)
-        self.model.backbone = teacher  # drop the placeholder; evaluate() swaps in the model it scores
-        self.model.eval()
+        if evaluator is not None:
+            evaluator.dataset_meta = loader.dataset.metainfo
+        self.scored = 0  # how many evaluations this scorer ran (the teacher's too)
         self.to(device)
 
     def to(self, device: Union[str, torch.device]) -> 'ArchScorer':
@@ -209,7 +244,9 @@ class ArchScorer:
 
     @torch.no_grad()
     def evaluate(self, backbone: JetViT) -> float:
+        """The metric of the downstream model with ``backbone``, over the whole val set (every process's split)."""
         self.model.backbone = backbone
+        self.scored += 1
         if self.metric == 'distill_loss':
             return self._distill_loss(backbone)
         logger = MMLogger.get_current_instance()
@@ -219,7 +256,7 @@ class ArchScorer:
             with DefaultScope.overwrite_default_scope(self.scope):
                 for batch in self.loader:
                     self.evaluator.process(data_samples=self.model.val_step(batch), data_batch=batch)
-                metrics = self.evaluator.evaluate(len(self.loader.dataset))
+                metrics = self.evaluator.evaluate(len(self.loader.dataset))  # collected from every process
         finally:
             logger.setLevel(level)
         if self.metric not in metrics:
@@ -240,21 +277,21 @@ class ArchScorer:
         return tuple(-(-s // patch) * patch for s in size)
 
     def _distill_loss(self, backbone: JetViT) -> float:
-        """The distillation run's own objective (its loss, options and layers) on the val images; every arch sees
-        the same random draws (the activation loss's token subsets)."""
+        """The distillation run's own objective (its loss, options and layers: the one
+        :class:`~jetvit_mm.distill.distiller.Distiller`) on the val images, weighted by batch size and summed over
+        every process; every arch sees the same random draws (the activation loss's token subsets)."""
         objective = self.distill_objective
-        indices = backbone._normalise_indices(objective['distill_indices'])
-        total, count = 0., 0
+        distiller = Distiller(self.teacher, backbone, objective['distill_indices'], objective['loss'],
+                              objective['loss_cfg'])
+        total = torch.zeros(2, dtype=torch.float64)  # loss x images, images
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             for batch in self.loader:
                 inputs = self.model.data_preprocessor(batch, training=False)['inputs']
-                feats = backbone.forward_intermediates(inputs, indices, output_fmt='NLC')
-                targets = self.teacher.forward_intermediates(inputs, indices, output_fmt='NLC')
-                loss = distill_loss(objective['loss'], feats, targets, objective['loss_cfg'])
-                total += float(loss) * inputs.shape[0]
-                count += inputs.shape[0]
-        return total / count
+                total += torch.tensor([float(distiller(inputs)) * inputs.shape[0], inputs.shape[0]],
+                                      dtype=torch.float64)
+        all_reduce(total, op='sum')  # no-op in one process
+        return float(total[0] / total[1])
 
     def score_arch(self, arch: str) -> float:
         self.supernet.set_arch(arch)
@@ -263,7 +300,3 @@ class ArchScorer:
     def teacher_score(self) -> float:
         return self.evaluate(self.teacher)
 
-
-def signed(fn: Callable[[str], float], higher_is_better: bool) -> Callable[[str], float]:
-    """The search maximises: negate lower-is-better metrics."""
-    return fn if higher_is_better else (lambda arch: -fn(arch))

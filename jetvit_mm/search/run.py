@@ -147,7 +147,7 @@ def _progress_line(stage: int, done: int, arch: str, value: float, best: float) 
 def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: Dict[str, Any], state_path: Path,
               identity: Dict[str, Any], latency_table: Dict[str, float], latency_size: Optional[Sequence[int]] = None,
               out_dir: Optional[Path] = None, progress: Optional[Callable[[str], None]] = print,
-              search_space: Optional[Sequence[str]] = None) -> StageOutcome:
+              search_space: Optional[Sequence[str]] = None, writer: bool = True) -> StageOutcome:
     """Run (or resume) one stage of the search from ``start`` and write its outputs.
 
     ``state`` (from :func:`open_state`) is rewritten to ``state_path`` after every scored arch. Into ``out_dir``
@@ -155,52 +155,89 @@ def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: D
     latency, the count of each letter and Pareto membership; the per-layer gains of Fig. 7: ``layer_gains``, each
     layer's best move, and ``layer_gains_by_kind``, per kind a layer moves to) and
     ``best_arch_step<k>.txt``. ``search_space``: Step 1's candidates per layer (default ``'LW'`` in every layer).
+    ``writer=False``: a process that searches alongside the writer (the other ranks of a distributed search, which
+    score the same archs in the same order) and writes and prints nothing.
     """
     state_path = Path(state_path)
     out_dir = Path(out_dir) if out_dir is not None else state_path.parent
-    higher, key = settings.higher_is_better, str(settings.stage)
-    depth = len(start)
-
-    def cost(arch: str) -> float:
-        return predict_latency(arch, latency_table)
-
-    if settings.latency_budget is not None and cost(start) > settings.latency_budget:
-        raise ValueError(f'latency budget {settings.latency_budget} ms is impossible: the cheapest start arch '
-                         f'{start!r} is predicted at {cost(start):.1f} ms (table: {latency_table})')
+    save = partial(write_json_atomic, state_path, state) if writer else (lambda: None)
+    progress = progress if writer else None
+    cost = partial(predict_latency, table=latency_table)
+    _check_budget(settings, start, cost, latency_table)
     stage_state = _stage_state(settings, state, identity, latency_table, latency_size)
     if 'teacher_score' not in stage_state:  # per stage: each stage may score with its own metric and head
         stage_state['teacher_score'] = float(scorer.teacher_score())
-    write_json_atomic(state_path, state)
-    teacher_value = stage_state['teacher_score']
-    sign = 1. if higher else -1.
-    memo = {arch: sign * v for arch, v in stage_state['scores'].items()}
+    save()
+    score = _recording_scorer(settings, scorer, stage_state, save, progress)
+    result, moves, kinds = _search(settings, score, start, stage_state, cost, latency_table, search_space)
+    outcome = _record_result(settings, result, stage_state, state, cost, len(start), moves, kinds, latency_size)
+    save()
+    if writer:
+        write_json_atomic(out_dir / 'search.json', outcome.summary)
+        (out_dir / f'best_arch_step{settings.stage}.txt').write_text(result.best_arch + '\n')
+    if progress is not None:
+        progress(f'step {settings.stage}: best {result.best_arch} {settings.metric}={stage_state["best_score"]:.4f} '
+                 f'(teacher {stage_state["teacher_score"]:.4f}), predicted {cost(result.best_arch):.1f} ms vs '
+                 f'teacher {cost("F" * len(start)):.1f} ms; stop: {result.stop_reason}')
+    return outcome
 
-    def score(arch: str) -> float:  # the search maximises: lower-is-better metrics are negated
+
+def _check_budget(settings: SearchSettings, start: str, cost: Callable[[str], float],
+                  latency_table: Dict[str, float]) -> None:
+    """Refuse a latency budget that even the start arch (the cheapest) exceeds."""
+    if settings.latency_budget is not None and cost(start) > settings.latency_budget:
+        raise ValueError(f'latency budget {settings.latency_budget} ms is impossible: the cheapest start arch '
+                         f'{start!r} is predicted at {cost(start):.1f} ms (table: {latency_table})')
+
+
+def _recording_scorer(settings: SearchSettings, scorer: ArchScorer, stage_state: Dict[str, Any],
+                      save: Callable[[], None], progress: Optional[Callable[[str], None]]) -> Callable[[str], float]:
+    """The function the beam search maximises: scores an arch, records it in ``stage_state`` and saves the state
+    right away; lower-is-better metrics are negated."""
+    higher = settings.higher_is_better
+
+    def score(arch: str) -> float:
         value = float(scorer.score_arch(arch))
         stage_state['scores'][arch] = value
         stage_state['history'].append([arch, value, time.time()])
-        write_json_atomic(state_path, state)
+        save()
         if progress is not None:
             finite = [v for v in stage_state['scores'].values() if math.isfinite(v)]
             best = (max(finite) if higher else min(finite)) if finite else math.nan
             progress(_progress_line(settings.stage, len(stage_state['scores']), arch, value, best))
-        return sign * value
+        return value if higher else -value
 
+    return score
+
+
+def _search(settings: SearchSettings, score: Callable[[str], float], start: str, stage_state: Dict[str, Any],
+            cost: Callable[[str], float], latency_table: Dict[str, float],
+            search_space: Optional[Sequence[str]]) -> Tuple[SearchResult, Callable[[str], List[str]], str]:
+    """The stage's beam search from ``start``, the archs already in ``stage_state`` not scored again; returns the
+    result, the stage's moves and the kinds a layer moves to."""
+    sign, depth = (1. if settings.higher_is_better else -1.), len(start)
     common = dict(beam_width=settings.beam_width, cost=cost, budget=settings.latency_budget, seed=settings.seed,
-                  scores=memo)
-    if settings.stage == 1:
-        space = tuple(search_space) if search_space is not None else ('LW',) * depth
-        order = stage1_order(space, settings.order, latency_table)
-        if step1_start(order, space) != start:
-            raise ValueError(f'step 1 starts from each layer\'s cheapest kind by the order {order!r}: '
-                             f'{step1_start(order, space)!r}, not {start!r}')
-        stage_state['order'] = order
-        result = search_step1(score, depth, min_gain=settings.min_gain, order=order, search_space=space, **common)
-        moves, kinds = partial(step1_moves, order=order, search_space=space), order[1:]  # kinds a layer moves to
-    else:
-        result = search_step2(score, start, teacher_score=sign * teacher_value, tolerance=settings.tolerance,
-                              max_full=settings.max_full, **common)
-        moves, kinds = step2_moves, 'F'
+                  scores={arch: sign * v for arch, v in stage_state['scores'].items()})
+    if settings.stage == 2:
+        result = search_step2(score, start, teacher_score=sign * stage_state['teacher_score'],
+                              tolerance=settings.tolerance, max_full=settings.max_full, **common)
+        return result, step2_moves, 'F'
+    space = tuple(search_space) if search_space is not None else ('LW',) * depth
+    order = stage1_order(space, settings.order, latency_table)
+    if step1_start(order, space) != start:
+        raise ValueError(f'step 1 starts from each layer\'s cheapest kind by the order {order!r}: '
+                         f'{step1_start(order, space)!r}, not {start!r}')
+    stage_state['order'] = order
+    result = search_step1(score, depth, min_gain=settings.min_gain, order=order, search_space=space, **common)
+    return result, partial(step1_moves, order=order, search_space=space), order[1:]  # kinds a layer moves to
+
+
+def _record_result(settings: SearchSettings, result: SearchResult, stage_state: Dict[str, Any],
+                   state: Dict[str, Any], cost: Callable[[str], float], depth: int,
+                   moves: Callable[[str], List[str]], kinds: str,
+                   latency_size: Optional[Sequence[int]]) -> StageOutcome:
+    """The stage's best arch, stop reason and per-layer gains into ``stage_state``; the outcome and its summary."""
+    sign = 1. if settings.higher_is_better else -1.
     stage_state.update(best_arch=result.best_arch, best_score=stage_state['scores'][result.best_arch],
                        stop_reason=result.stop_reason, stages=[[s.best_arch for s in result.stages]])
     points = {arch: (sign * v, cost(arch)) for arch, v in stage_state['scores'].items()}
@@ -209,14 +246,8 @@ def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: D
     # move; and per kind moved to); None: not scored
     stage_state['layer_gains'] = _nulls(gains)
     stage_state['layer_gains_by_kind'] = {k: _nulls(rows) for k, rows in gains_by_kind.items()}
-    write_json_atomic(state_path, state)
+    teacher_value = stage_state['teacher_score']
     summary = _summary(settings, state, points, cost, teacher_value, depth, latency_size)
-    write_json_atomic(out_dir / 'search.json', summary)
-    (out_dir / f'best_arch_step{key}.txt').write_text(result.best_arch + '\n')
-    if progress is not None:
-        progress(f'step {key}: best {result.best_arch} {settings.metric}={stage_state["best_score"]:.4f} '
-                 f'(teacher {teacher_value:.4f}), predicted {cost(result.best_arch):.1f} ms vs teacher '
-                 f'{cost("F" * depth):.1f} ms; stop: {result.stop_reason}')
     return StageOutcome(result, summary, points, gains, (sign * teacher_value, cost('F' * depth)),
                         gains_by_kind if len(kinds) > 1 else None)
 
