@@ -223,7 +223,8 @@ def method_stages(opts: PipelineOptions) -> List[Stage]:
                    inputs=[w / 'test_teacher' / 'metrics.json', w / 'test_hybrid' / 'metrics.json',
                            w / 'step2_search' / 'search.json'],
                    action=lambda stage: write_method_report(w, opts.profile.metric),
-                   note='jetvit_mm.mm.pipeline.write_method_report: report.md, report.json, pictures')
+                   note=f'python -c "from jetvit_mm.mm.pipeline import write_method_report; '
+                        f'from pathlib import Path; write_method_report(Path(\'{w}\'), \'{opts.profile.metric}\')"')
     return stages + [report]
 
 
@@ -253,6 +254,8 @@ def stage_estimate(stage: Stage, step_times: Dict[str, Tuple[float, str]]) -> st
         return f'{took:.0f} s (its last run)'
     if stage.iterations:
         return f'{stage.iterations} iterations x unknown step time (none logged yet: pass --measure-steps N)'
+    if stage.action is not None:
+        return 'seconds (a Python step)'
     return 'not estimated (evaluation: one pass over the val set per scored arch)'
 
 

@@ -101,7 +101,7 @@ class Stage:
         for src, name in self.copy_in:
             lines.append(f'cp {shlex.quote(str(src))} {shlex.quote(str(Path(self.out_dir) / name))}')
         if self.action is not None:
-            lines.append(f'# python step: {self.note or self.name}')
+            lines.append(self.note or f'# python step: {self.name}')
         else:
             env = ' '.join(f'{k}={shlex.quote(v)}' for k, v in self.env.items())
             lines.append((env + ' ' if env else '') + ' '.join(shell_word(a) for a in self.command))
