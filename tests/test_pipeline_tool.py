@@ -55,6 +55,19 @@ def test_stage_is_skipped_when_done_and_reruns_with_everything_after_a_changed_i
     assert calls == ['first', 'second'] * 2 + ['second']
 
 
+def test_a_stage_naming_its_own_output_file_is_skipped_after_it_wrote_it(tmp_path):
+    """``tools/test.py ... --out <its folder>/metrics.json``: the output is no input of the stage."""
+    calls = []
+
+    def stage():
+        out = tmp_path / 'test'
+        return Stage('test', out, ['test', '--out', out / 'metrics.json'],
+                     action=lambda s: calls.append((out / 'metrics.json').write_text('{}')))
+    for _ in range(2):
+        Workflow(tmp_path, log=lambda m: None).run(stage())
+    assert len(calls) == 1
+
+
 def test_a_failed_stage_leaves_no_marker_and_reruns_from_a_clean_folder(tmp_path):
     def fail(stage):
         (stage.out_dir / 'half_written.pth').write_text('x')

@@ -248,8 +248,9 @@ def stage_estimate(stage: Stage, step_times: Dict[str, Tuple[float, str]]) -> st
     took = json.loads(marker.read_text()).get('seconds') if marker.is_file() else None
     if stage.iterations and stage.name in step_times:
         seconds, source = step_times[stage.name]
+        total = stage.iterations * seconds
         return (f'{stage.iterations} iterations x {seconds:.3g} s/iteration ({source}) = '
-                f'{stage.iterations * seconds / 3600:.2f} h')
+                + (f'{total / 3600:.2f} h' if total >= 3600 else f'{total:.0f} s'))
     if took is not None:
         return f'{took:.0f} s (its last run)'
     if stage.iterations:
@@ -294,6 +295,7 @@ def write_method_report(work: Path, metric: str) -> dict:
              'speed-up |', '|---|---|---:|---:|---:|']
     for r in rows:
         value = r['metrics'].get(metric, '-')
+        value = f'{value:.2f}' if isinstance(value, float) else value
         lines.append(f'| {r["model"]} | `{r["arch"]}` | {value} | {r["latency_ms"]:.2f} | {r["speedup"]:.2f}x |')
     lines += ['', f'Step-1 best arch `{best1}`; Step-2 best arch `{best2}`. Latency: predicted from the search\'s '
               'per-mixer table (step2_search/latency_table.json, measured by tools/search.py on its device at the '

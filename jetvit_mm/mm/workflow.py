@@ -138,13 +138,14 @@ def file_fingerprint(path: Path) -> Optional[List]:
     return ['stat', st.st_size, st.st_mtime_ns]
 
 
-def _named_files(values: Iterable[str]) -> Dict[str, List]:
-    """The files an argument list names, alone or as the value of ``key=value``."""
-    found = {}
+def _named_files(values: Iterable[str], own_dir: Path) -> Dict[str, List]:
+    """The files an argument list names, alone or as the value of ``key=value``, but for the stage's own outputs
+    (under ``own_dir``)."""
+    found, own = {}, Path(own_dir).resolve()
     for value in values:
         for candidate in (value, value.split('=', 1)[-1]):
             fp = file_fingerprint(Path(candidate)) if candidate and len(candidate) < 4096 else None
-            if fp is not None:
+            if fp is not None and own not in Path(candidate).resolve().parents:
                 found[candidate] = fp
     return found
 
@@ -165,7 +166,7 @@ class Workflow:
         if missing:
             raise RuntimeError(f'stage {stage.name}: its inputs {missing} have not run in this workflow')
         values = [resolve(a) for a in stage.command]
-        files = _named_files(values)
+        files = _named_files(values, stage.out_dir)
         files.update({str(p): file_fingerprint(Path(p)) for p in stage.inputs})
         key = dict(command=values, files=files, deps={d: self.fingerprints[d] for d in stage.deps},
                    env=stage.env)
