@@ -136,7 +136,7 @@ class _Builder:
             [f'train_cfg.val_interval={o.max_iters}'] if has_val else [])
         return Stage(name, self.w / name, [*cmd, '--work-dir', self.w / name, '--cfg-options', *options, *smoke],
                      deps=deps, resume_flag='--resume', resume_file='last_checkpoint',
-                     iterations=o.max_iters or config_iterations(iters_of))
+                     iterations=o.max_iters or config_iterations(iters_of), timing_key=str(iters_of))
 
     def test(self, name: str, config: Path, checkpoint: Arg, options: Sequence[Arg], deps: Sequence[str]) -> Stage:
         out = self.w / name

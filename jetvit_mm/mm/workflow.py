@@ -89,6 +89,7 @@ class Stage:
     copy_in: Sequence[Tuple[Path, str]] = ()
     action: Optional[Callable[['Stage'], None]] = None
     iterations: Optional[int] = None
+    timing_key: str = ''  # stages with the same key (the config whose iterations they run) share a step time
     note: str = ''
     env: Dict[str, str] = field(default_factory=dict)
 
