@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -113,7 +114,7 @@ def _config_text(path: Path) -> str:
     """A config with its ``_base_`` files merged (mmengine's reader), or its text when it has no bases or does not
     parse (a script: never executed here)."""
     text = path.read_text(errors='replace')
-    if '_base_' not in text:
+    if not re.search(r'^_base_\s*=', text, re.MULTILINE):  # a script that names _base_ is no config
         return text
     try:
         with warnings.catch_warnings():
