@@ -2,6 +2,7 @@
 changed input reruns it and every stage after it, a killed stage resumes (a train stage with --resume), --plan prints
 the commands and estimates and runs nothing, and the whole method on the generated segmentation task, killed in the
 middle of a stage and resumed, gives the report an uninterrupted run gives."""
+import hashlib
 import json
 import os
 import shutil
@@ -66,6 +67,18 @@ def test_a_stage_naming_its_own_output_file_is_skipped_after_it_wrote_it(tmp_pat
     for _ in range(2):
         Workflow(tmp_path, log=lambda m: None).run(stage())
     assert len(calls) == 1
+
+
+def test_a_script_that_names_base_is_fingerprinted_by_its_text(tmp_path):
+    """Only a config (a module-level ``_base_ = ...``) is read with its bases merged: a script whose docstring names
+    ``configs/probe/dinov3_base_linear_*.py`` is not executed, and its fingerprint is its text's, the same in every
+    process (it was a digest of the executed module's objects, whose text changed from run to run)."""
+    from jetvit_mm.mm.workflow import file_fingerprint
+
+    script = tmp_path / 'tool.py'
+    script.write_text('"""scores configs/probe/dinov3_base_linear_cityscapes.py"""\nmarker = object()\n')
+    digest = hashlib.sha256(script.read_text().encode()).hexdigest()[:16]
+    assert file_fingerprint(script) == ['text', digest]
 
 
 def test_a_failed_stage_leaves_no_marker_and_reruns_from_a_clean_folder(tmp_path):
