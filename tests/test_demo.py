@@ -47,10 +47,11 @@ def test_slots_serve_lower_priority_numbers_first():
 
 @pytest.mark.integration  # Pipeline.tool starts the tool's process
 def test_pipeline_reports_a_failing_tool(tmp_path):
-    pipe = Pipeline(tmp_path, jobs=1, threads=1, start=time.time(), quiet=True)
+    pipe = Pipeline(tmp_path / 'logs', jobs=1, threads=1, start=time.time(), quiet=True)
     with pytest.raises(RuntimeError, match='export_x failed'):
         pipe.tool('export_x', 'export_hybrid.py', '--no-such-option')
-    assert (tmp_path / 'export_x.log').is_file()
+    assert (tmp_path / 'logs' / 'export_x.log').is_file()
+    assert (tmp_path / 'export_x').is_dir() and not (tmp_path / 'export_x' / '.stage.json').exists()  # no marker
     with pytest.raises(RuntimeError, match='not started'):
         pipe.tool('after', 'export_hybrid.py', '--help')
 
@@ -226,6 +227,9 @@ def test_demo_runs_end_to_end_reuses_its_teacher_and_repeats_its_table(tmp_path)
         results = json.loads((work / 'results.json').read_text())
         assert results['teacher_cached'] == results['small_teacher_cached'] == (run == 1)
         assert ('teacher: cached' in proc.stdout) == ('teacher_small: cached' in proc.stdout) == (run == 1)
+        # one workflow engine: a rerun skips every stage done with the same inputs (pipeline/ is kept)
+        skipped = [f'{name}: done, skipped' in proc.stdout for name in ('step2_search', 'probe_2F', 'test_1F')]
+        assert skipped == [run == 1] * 3
         tables.append([(r['tag'], r['arch'], r['mIoU'], r['search_mIoU']) for r in results['rows']])
     assert tables[0] == tables[1]
     archs = {tag: arch for tag, arch, _, _ in tables[0]}

@@ -24,7 +24,10 @@
    work dir.
 
 Every tool runs as a user would run it, in its own process with one thread (``--threads``), ``--jobs`` at a time
-where the steps do not depend on each other. One thread per process makes the figures reproducible: the same
+where the steps do not depend on each other, as a stage of the workflow engine of ``tools/pipeline.py``
+(``jetvit_mm.mm.workflow``): each step has its own folder (``pipeline/<step>``, the teachers in the work dir), and a
+rerun in the same work dir skips every step done with the same inputs and resumes a killed one. One thread per
+process makes the figures reproducible: the same
 seed gives the same table (the latency table is a measurement: cached after the first run, measured again
 when the model code changes).
 Outputs in the work dir: ``results.md`` / ``results.json`` (the table), ``pareto_step{1,2}.png`` and

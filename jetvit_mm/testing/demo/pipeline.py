@@ -8,12 +8,13 @@ import warnings
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence
 
+from jetvit_mm.mm.workflow import Stage
 from jetvit_mm.models.token_reduction import parse_cluster_spec
 from jetvit_mm.testing.context_seg import CONTEXT_SEG_SPLITS, TASKS, make_context_seg
 
-from .checkpoints import digest, extract_backbone, last_checkpoint
+from .checkpoints import extract_backbone, last_checkpoint
 from .latency import SMALL_MODEL, latency_table
 from .paths import DISTILL_CFG, FIXED_CFG, PROBE_CFG, REPO, SMALL_TEACHER_CFG, TEACHER_CFG
 from .report import write_report
@@ -56,15 +57,6 @@ class DemoOptions:
             raise ValueError(f'jobs and threads must be >= 1, got jobs={self.jobs}, threads={self.threads}')
 
 
-def merged_config_text(path: Path) -> str:
-    """A config with its bases merged, as sorted JSON: what a cached step trained with, whichever file changed."""
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore', UserWarning)  # mmengine's imports warn about pkg_resources
-        from mmengine.config import Config
-
-        return json.dumps(Config.fromfile(path).to_dict(), sort_keys=True, default=str)
-
-
 def make_data(root: Path, args: 'DemoOptions') -> Path:
     """Generate the dataset unless the same one is already there."""
     stamp = root / 'context_seg.json'
@@ -77,28 +69,6 @@ def make_data(root: Path, args: 'DemoOptions') -> Path:
                      task=args.task)
     stamp.write_text(json.dumps(key))
     return root
-
-
-def cached_teacher(p: Pipeline, tag: str, cfg: Path, out: Path, options: Sequence[str], key: str,
-                   priority: int = 0) -> Tuple[Callable[[], Path], bool]:
-    """A teacher trained end to end by ``cfg`` in ``out`` unless one trained with the same ``key`` is there: returns
-    the step (it returns the runner checkpoint; the backbone is ``out/teacher_backbone.pth``) and whether it is
-    cached."""
-    backbone, stamp = out / 'teacher_backbone.pth', out / 'teacher.json'
-    cached = stamp.is_file() and json.loads(stamp.read_text()).get('key') == key and backbone.is_file()
-
-    def train() -> Path:
-        if cached:
-            p.log(f'{tag}: cached ({backbone})')
-            return last_checkpoint(out)
-        if out.exists():
-            shutil.rmtree(out)
-        p.tool(f'{tag}_train', 'train.py', cfg, '--work-dir', out, '--cfg-options', *options, priority=priority)
-        ckpt = last_checkpoint(out)
-        extract_backbone(ckpt, 'backbone.', backbone)
-        stamp.write_text(json.dumps(dict(key=key, checkpoint=str(ckpt))))
-        return ckpt
-    return train, cached
 
 
 def clustering_options(spec: str) -> List[str]:
@@ -117,185 +87,216 @@ def small_probe_options() -> List[str]:
             f'model.decode_head.in_channels={backbone.embed_dim}']
 
 
-def run_demo(args: DemoOptions) -> dict:
-    """The whole pipeline (see the package docstring); returns the report also written to ``results.json``."""
-    start = time.time()
-    load_start = os.getloadavg()
-    work = args.work_dir.resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    data = make_data(work / 'data' / 'context_seg', args)
-    run_dir = work / 'pipeline'
-    if run_dir.exists():
-        shutil.rmtree(run_dir)  # everything but the data, the teacher and the latency table is recomputed
-    (run_dir / 'logs').mkdir(parents=True)
-    p = Pipeline(run_dir / 'logs', args.jobs, args.threads, start, args.quiet)
-    p.log(f'data: {data} ({args.task} task, {args.train_images} train / {args.val_images} val images, seed '
-          f'{args.seed}); {os.cpu_count()} CPUs, load average {load_start[0]:.2f}')
-    roots = [f'{s}_dataloader.dataset.data_root={data}' for s in ('train', 'val', 'test')]
-    probe_opts = [f'train_cfg.max_iters={args.probe_iters}', f'train_cfg.val_interval={args.probe_iters}'] \
-        if args.probe_iters else []
+class DemoRun:
+    """The demo's steps (see the package docstring), each a method submitting workflow stages to the scheduler:
+    the steps that do not depend on each other run side by side; a rerun in the same work dir skips every stage
+    done with the same inputs and resumes a killed one."""
 
-    # ---- teacher (cached)
-    teacher_dir = work / 'teacher'
-    teacher_backbone = teacher_dir / 'teacher_backbone.pth'
-    teacher_opts = [*roots, f'train_cfg.max_iters={args.teacher_iters}',
-                    f'train_cfg.val_interval={args.teacher_iters}'] if args.teacher_iters else roots
-    teacher, cached = cached_teacher(p, 'teacher', TEACHER_CFG, teacher_dir, teacher_opts, digest(
-        merged_config_text(TEACHER_CFG), args.teacher_iters, data / 'context_seg.json'))
-    t_teacher = p.submit(teacher)
+    def __init__(self, args: DemoOptions) -> None:
+        self.args, self.start, self.load_start = args, time.time(), os.getloadavg()
+        self.work = args.work_dir.resolve()
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.data = make_data(self.work / 'data' / 'context_seg', args)
+        self.run_dir = self.work / 'pipeline'  # kept between runs: the workflow skips what is done
+        self.p = Pipeline(self.run_dir / 'logs', args.jobs, args.threads, self.start, args.quiet,
+                          inputs=[self.data / 'context_seg.json'])
+        self.p.log(f'data: {self.data} ({args.task} task, {args.train_images} train / {args.val_images} val images, '
+                   f'seed {args.seed}); {os.cpu_count()} CPUs, load average {self.load_start[0]:.2f}')
+        self.roots = [f'{s}_dataloader.dataset.data_root={self.data}' for s in ('train', 'val', 'test')]
+        self.probe_opts = [f'train_cfg.max_iters={args.probe_iters}', f'train_cfg.val_interval={args.probe_iters}'] \
+            if args.probe_iters else []
+        self.distill = ['--cfg-options', self.roots[0], f'model.teacher.checkpoint={self.teacher_backbone}',
+                        f'train_cfg.max_iters={args.distill_iters}']
+        self.results: Dict[str, Future] = {}
+        self.archs: Dict[str, str] = {'teacher': 'F' * DEPTH}
+        self.cached: Dict[str, bool] = {}
 
-    def probe(tag: str, arch: str, backbone: Path, priority: int = 2, extra: Sequence[str] = ()) -> float:
+    @property
+    def teacher_backbone(self) -> Path:
+        return self.work / 'teacher_backbone' / 'teacher_backbone.pth'
+
+    def teacher(self, tag: str, cfg: Path, priority: int = 0) -> Future:
+        """A teacher trained end to end by ``cfg`` in ``work/<tag>`` and its backbone cut out into
+        ``work/<tag>_backbone/teacher_backbone.pth``, both skipped when done with the same inputs."""
+        args = self.args
+        out = self.work / tag
+        options = [*self.roots, f'train_cfg.max_iters={args.teacher_iters}',
+                   f'train_cfg.val_interval={args.teacher_iters}'] if args.teacher_iters else self.roots
+
+        def train() -> Path:
+            ran = self.p.tool(f'{tag}_train', 'train.py', cfg, '--work-dir', out, '--cfg-options', *options,
+                              priority=priority, out=out, resume=True)
+            self.cached[tag] = not ran
+            if not ran:
+                self.p.log(f'{tag}: cached ({out})')
+            ckpt = last_checkpoint(out)
+            backbone = self.work / f'{tag}_backbone' / 'teacher_backbone.pth'
+            self.p.run_stage(Stage(f'{tag}_backbone', backbone.parent, ['extract_backbone', ckpt, 'backbone.'],
+                                   action=lambda s: extract_backbone(ckpt, 'backbone.', backbone)))
+            return ckpt
+        return self.p.submit(train)
+
+    def probe(self, tag: str, arch: str, backbone: Path, priority: int = 2, extra: Sequence[str] = ()) -> float:
         """Linear probe on the frozen backbone: tools/train.py, then tools/test.py; returns the mIoU. ``extra``:
         more cfg-options of the backbone (the alternatives' type, clustering or width)."""
-        out = run_dir / f'probe_{tag}'
-        p.tool(f'probe_{tag}', 'train.py', PROBE_CFG, '--work-dir', out, '--cfg-options', *roots, *probe_opts,
-               f'model.backbone.arch={arch}', f'model.backbone.checkpoint={backbone}', *extra, priority=priority)
-        metrics = out / 'metrics.json'
-        p.tool(f'test_{tag}', 'test.py', PROBE_CFG, last_checkpoint(out), '--work-dir', out / 'test',
-               '--out', metrics, '--cfg-options', *roots, f'model.backbone.arch={arch}', *extra, priority=priority)
+        out, test = self.run_dir / f'probe_{tag}', self.run_dir / f'test_{tag}'
+        self.p.tool(f'probe_{tag}', 'train.py', PROBE_CFG, '--work-dir', out, '--cfg-options', *self.roots,
+                    *self.probe_opts, f'model.backbone.arch={arch}', f'model.backbone.checkpoint={backbone}', *extra,
+                    priority=priority, resume=True)
+        metrics = test / 'metrics.json'
+        self.p.tool(f'test_{tag}', 'test.py', PROBE_CFG, last_checkpoint(out), '--work-dir', test, '--out', metrics,
+                    '--cfg-options', *self.roots, f'model.backbone.arch={arch}', *extra, priority=priority)
         return json.loads(metrics.read_text())['mIoU']
 
-    def finetune_and_probe(tag: str, arch: str, finetune_cfg: Path, priority: int = 2) -> float:
-        out = run_dir / f'finetune_{tag}'
-        p.tool(f'finetune_{tag}', 'train.py', finetune_cfg, '--work-dir', out, '--cfg-options', roots[0],
-               f'model.teacher.checkpoint={teacher_backbone}', f'train_cfg.max_iters={args.finetune_iters}',
-               priority=priority)
-        return probe(tag, arch, last_checkpoint(out), priority)  # the student of a runner checkpoint loads as is
+    def finetune_and_probe(self, tag: str, arch: str, finetune_cfg: Path, priority: int = 2) -> float:
+        out = self.run_dir / f'finetune_{tag}'
+        self.p.tool(f'finetune_{tag}', 'train.py', finetune_cfg, '--work-dir', out, '--cfg-options', self.roots[0],
+                    f'model.teacher.checkpoint={self.teacher_backbone}',
+                    f'train_cfg.max_iters={self.args.finetune_iters}', priority=priority, resume=True)
+        return self.probe(tag, arch, last_checkpoint(out), priority)  # a runner checkpoint's student loads as is
 
-    results: Dict[str, Future] = {}
-    archs: Dict[str, str] = {'teacher': 'F' * DEPTH}
-    results['teacher'] = p.submit(lambda: probe('teacher', 'F' * DEPTH, teacher_backbone), t_teacher)
+    def export(self, tag: str, supernet_dir: Path, arch: str, priority: int = 2) -> Path:
+        out = self.run_dir / f'export_{tag}'
+        self.p.tool(f'export_{tag}', 'export_hybrid.py', PROBE_CFG, last_checkpoint(supernet_dir), '--arch', arch,
+                    '--out-dir', out, '--distill-config', DISTILL_CFG, priority=priority)
+        return out / f'finetune_{arch}.py'
 
-    # ---- Step 1: {L, W} supernet, search
-    search_dir = run_dir / 'search'
-    distill = ['--cfg-options', roots[0], f'model.teacher.checkpoint={teacher_backbone}',
-               f'train_cfg.max_iters={args.distill_iters}']
+    def search(self, step: int, *extra) -> list:
+        return ['--stage', step, *extra, '--head-checkpoint', self.t_teacher.result(), '--work-dir',
+                self.run_dir / f'step{step}_search', '--beam-width', self.args.beam_width, '--device', 'cpu',
+                '--cfg-options', self.roots[1]]
 
-    def search(*extra) -> list:
-        return [*extra, '--head-checkpoint', t_teacher.result(), '--work-dir', search_dir, '--beam-width',
-                args.beam_width, '--device', 'cpu', '--cfg-options', roots[1]]
-
-    # the search's own latency table (toy model, val size) breaks ties between equal scores: keep the first
-    # run's, so that a rerun makes the same choices
-    toy_latency = work / 'latency_toy_search.json'
-
-    def step1() -> str:
-        with p.hold(priority=0):
-            p.tool('step1_distill', 'train.py', DISTILL_CFG, '--work-dir', run_dir / 'step1', *distill)
-            if toy_latency.is_file():
-                search_dir.mkdir(parents=True, exist_ok=True)
-                shutil.copy(toy_latency, search_dir / 'latency_table.json')
-            p.tool('step1_search', 'search.py', PROBE_CFG, last_checkpoint(run_dir / 'step1'),
-                   *search('--stage', 1, '--min-gain', args.min_gain))
+    def step1(self) -> str:
+        """Step-1 supernet distillation and search; returns the best arch. The search's own latency table (toy
+        model, val size) breaks ties between equal scores: the first run's is kept, so a rerun chooses the same."""
+        toy_latency, search_dir = self.work / 'latency_toy_search.json', self.run_dir / 'step1_search'
+        with self.p.hold(priority=0):
+            self.p.tool('step1_distill', 'train.py', DISTILL_CFG, '--work-dir', self.run_dir / 'step1_distill',
+                        *self.distill, resume=True)
+            self.p.tool('step1_search', 'search.py', PROBE_CFG, last_checkpoint(self.run_dir / 'step1_distill'),
+                        *self.search(1, '--min-gain', self.args.min_gain),
+                        copy_in=[(toy_latency, 'latency_table.json')])
         if not toy_latency.is_file():
             shutil.copy(search_dir / 'latency_table.json', toy_latency)
         return (search_dir / 'best_arch_step1.txt').read_text().strip()
 
-    t_step1 = p.submit(step1, t_teacher)
+    def step1_rows(self) -> None:
+        def row(tag: str, arch_of: Callable[[], str]) -> float:
+            arch = arch_of()
+            self.archs[tag] = arch
+            return self.finetune_and_probe(tag, arch, self.export(tag, self.run_dir / 'step1_distill', arch))
 
-    def export(tag: str, supernet_dir: Path, arch: str, priority: int = 2) -> Path:
-        out = run_dir / f'export_{tag}'
-        p.tool(f'export_{tag}', 'export_hybrid.py', PROBE_CFG, last_checkpoint(supernet_dir), '--arch', arch,
-               '--out-dir', out, '--distill-config', DISTILL_CFG, priority=priority)
-        return out / f'finetune_{arch}.py'
+        for tag, arch_of in (('all_L', lambda: 'L' * DEPTH), ('all_W', lambda: 'W' * DEPTH),
+                             ('step1', self.t_step1.result)):
+            self.results[tag] = self.p.submit(lambda t=tag, a=arch_of: row(t, a), self.t_step1)
 
-    def step1_row(tag: str, arch_of: Callable[[], str]) -> float:
-        arch = arch_of()
-        archs[tag] = arch
-        return finetune_and_probe(tag, arch, export(tag, run_dir / 'step1', arch))
-
-    results['all_L'] = p.submit(lambda: step1_row('all_L', lambda: 'L' * DEPTH), t_step1)
-    results['all_W'] = p.submit(lambda: step1_row('all_W', lambda: 'W' * DEPTH), t_step1)
-    results['step1'] = p.submit(lambda: step1_row('step1', t_step1.result), t_step1)
-
-    # ---- Step 2: {winner, F} supernet, search to 2 F layers, export
-    def step2() -> List[str]:
-        best1 = t_step1.result()
-        with p.hold(priority=0):
-            p.tool('step2_distill', 'train.py', DISTILL_CFG, '--work-dir', run_dir / 'step2', *distill,
-                   'model.student.search_space=None', f'model.student.step1_arch={best1}')
+    def step2(self) -> List[str]:
+        """Step 2: {winner, F} supernet, search to 2 F layers, export; returns the best arch with 0, 1, 2 F."""
+        best1, s1 = self.t_step1.result(), self.run_dir / 'step1_search'
+        with self.p.hold(priority=0):
+            self.p.tool('step2_distill', 'train.py', DISTILL_CFG, '--work-dir', self.run_dir / 'step2_distill',
+                        *self.distill, 'model.student.search_space=None', f'model.student.step1_arch={best1}',
+                        resume=True)
             # --tolerance -100: never stop early on the teacher's score: the table shows the 1- and 2-F hybrids
-            p.tool('step2_search', 'search.py', PROBE_CFG, last_checkpoint(run_dir / 'step2'),
-                   *search('--stage', 2, '--step1-arch', best1, '--max-full', 2, '--tolerance', -100, '--export',
-                           '--distill-config', DISTILL_CFG))
-        state = json.loads((search_dir / 'search_state.json').read_text())
+            self.p.tool('step2_search', 'search.py', PROBE_CFG, last_checkpoint(self.run_dir / 'step2_distill'),
+                        *self.search(2, '--step1-arch', best1, '--max-full', 2, '--tolerance', -100, '--export',
+                                     '--distill-config', DISTILL_CFG),
+                        copy_in=[(s1 / n, n) for n in ('search_state.json', 'latency_table.json')])
+        state = json.loads((self.run_dir / 'step2_search' / 'search_state.json').read_text())
         bests = state['stages']['2']['stages'][0]  # best arch of each stage: 0, 1, 2 F layers
         if len(bests) != 3 or [a.count('F') for a in bests] != [0, 1, 2]:
             raise RuntimeError(f'step 2 search stages {bests}: expected 0, 1 and 2 F layers')
         return bests
 
-    t_step2 = p.submit(step2, t_step1)
+    def step2_rows(self) -> None:
+        def row(tag: str, n_full: int) -> float:
+            arch = self.t_step2.result()[n_full]
+            self.archs[tag] = arch
+            if n_full == 2:
+                cfg = self.run_dir / 'step2_search' / f'finetune_{arch}.py'  # written by the search's --export
+            else:
+                cfg = self.export(tag, self.run_dir / 'step2_distill', arch, priority=1)
+            return self.finetune_and_probe(tag, arch, cfg, priority=1)
 
-    def step2_row(tag: str, n_full: int) -> float:
-        arch = t_step2.result()[n_full]
-        archs[tag] = arch
-        if n_full == 2:
-            cfg = search_dir / f'finetune_{arch}.py'  # written by the search's --export
-        else:
-            cfg = export(tag, run_dir / 'step2', arch, priority=1)
-        return finetune_and_probe(tag, arch, cfg, priority=1)
+        for tag, n_full in (('1F', 1), ('2F', 2)):
+            self.results[tag] = self.p.submit(lambda t=tag, n=n_full: row(t, n), self.t_step2)
 
-    results['1F'] = p.submit(lambda: step2_row('1F', 1), t_step2)
-    results['2F'] = p.submit(lambda: step2_row('2F', 2), t_step2)
+    def alternatives(self) -> None:
+        """What a user would pick instead: the teacher with training-free token clustering (probed as is), and a
+        smaller teacher trained with the teacher's recipe and steps."""
+        for tag, spec in CLUSTERINGS:
+            self.archs[tag] = 'F' * DEPTH
+            self.results[tag] = self.p.submit(lambda t=tag, s=spec: self.probe(
+                t, 'F' * DEPTH, self.teacher_backbone, 3, clustering_options(s)), self.t_teacher)
+        t_small = self.teacher('teacher_small', SMALL_TEACHER_CFG, priority=3)
+        self.archs['teacher_small'] = 'F' * DEPTH
+        small = self.work / 'teacher_small_backbone' / 'teacher_backbone.pth'
+        self.results['teacher_small'] = self.p.submit(
+            lambda: self.probe('teacher_small', 'F' * DEPTH, small, 3, small_probe_options()), t_small)
 
-    # ---- what a user would pick instead: the teacher with training-free token clustering (no training: probed
-    # as is), and a smaller teacher trained with the teacher's recipe and steps (cached as the teacher)
-    for tag, spec in CLUSTERINGS:
-        archs[tag] = 'F' * DEPTH
-        results[tag] = p.submit(
-            lambda t=tag, s=spec: probe(t, 'F' * DEPTH, teacher_backbone, 3, clustering_options(s)), t_teacher)
-    small_dir = work / 'teacher_small'
-    small_teacher, small_cached = cached_teacher(
-        p, 'teacher_small', SMALL_TEACHER_CFG, small_dir, teacher_opts,
-        digest(merged_config_text(SMALL_TEACHER_CFG), args.teacher_iters, data / 'context_seg.json'), priority=3)
-    t_small = p.submit(small_teacher)
-    archs['teacher_small'] = 'F' * DEPTH
-    results['teacher_small'] = p.submit(
-        lambda: probe('teacher_small', 'F' * DEPTH, small_dir / 'teacher_backbone.pth', 3, small_probe_options()),
-        t_small)
-
-    # ---- the weight-inheritance comparison (optional)
-    if args.ablation:
+    def ablation(self) -> None:
+        """The weight-inheritance comparison: all-L distilled with every teacher weight vs the MLPs only."""
         def inherit(mode: str) -> float:
-            out = run_dir / f'inherit_{mode}'
-            p.tool(f'inherit_{mode}_distill', 'train.py', FIXED_CFG, '--work-dir', out, *distill,
-                   f'model.student.inherit={mode}', priority=3)
-            arch = 'L' * DEPTH
-            return probe(f'inherit_{mode}', arch, last_checkpoint(out), priority=3)
+            out = self.run_dir / f'inherit_{mode}'
+            self.p.tool(f'inherit_{mode}', 'train.py', FIXED_CFG, '--work-dir', out, *self.distill,
+                        f'model.student.inherit={mode}', priority=3, resume=True)
+            return self.probe(f'inherit_{mode}', 'L' * DEPTH, last_checkpoint(out), priority=3)
 
         for mode in ('all', 'mlp'):
-            archs[f'inherit_{mode}'] = 'L' * DEPTH
-            results[f'inherit_{mode}'] = p.submit(lambda m=mode: inherit(m), t_teacher)
+            self.archs[f'inherit_{mode}'] = 'L' * DEPTH
+            self.results[f'inherit_{mode}'] = self.p.submit(lambda m=mode: inherit(m), self.t_teacher)
 
-    try:
-        miou = {tag: future.result() for tag, future in results.items()}
-    finally:
-        p.pool.shutdown(wait=True, cancel_futures=True)
-    pipeline_s = time.time() - start
+    def submit_all(self) -> Dict[str, float]:
+        """Every step, side by side where they do not depend on each other; returns the probe mIoU per row."""
+        self.t_teacher = self.teacher('teacher', TEACHER_CFG)
+        self.results['teacher'] = self.p.submit(
+            lambda: self.probe('teacher', 'F' * DEPTH, self.teacher_backbone), self.t_teacher)
+        self.t_step1 = self.p.submit(self.step1, self.t_teacher)
+        self.step1_rows()
+        self.t_step2 = self.p.submit(self.step2, self.t_step1)
+        self.step2_rows()
+        self.alternatives()
+        if self.args.ablation:
+            self.ablation()
+        try:
+            return {tag: future.result() for tag, future in self.results.items()}
+        finally:
+            self.p.pool.shutdown(wait=True, cancel_futures=True)
 
-    # ---- latency at 1024x2048 (alone on the machine: after every other step), and the table
-    table = None
-    if not args.no_latency:
-        began = time.time()
-        table = latency_table(work / 'latency_dinov3b_1024x2048.json', args.latency_threads, args.latency_repeat,
-                              clusterings=[parse_cluster_spec(s, DEPTH) for _, s in CLUSTERINGS],
-                              small_model=SMALL_MODEL)
-        p.log(f'latency table (DINOv3-B, 1024x2048): {time.time() - began:.0f} s')
-    summary = json.loads((search_dir / 'search.json').read_text())
-    report = write_report(work, search_dir, summary, archs, miou, table,
-                          {tag: parse_cluster_spec(s, DEPTH) for tag, s in CLUSTERINGS})
-    total = time.time() - start
-    load_end = os.getloadavg()
-    report.update(seconds=dict(total=round(total, 1), pipeline=round(pipeline_s, 1),
-                               steps={k: round(v, 1) for k, v in p.timings.items()}),
-                  machine=dict(cpus=os.cpu_count(), loadavg_start=load_start, loadavg_end=load_end),
-                  teacher_cached=cached, small_teacher_cached=small_cached,
-                  args={k: str(v) for k, v in asdict(args).items()})
-    (work / 'results.json').write_text(json.dumps(report, indent=2))
-    line = (f'demo: {total:.0f} s in all ({os.cpu_count()} CPUs, load average {load_start[0]:.2f} at the start, '
-            f'{load_end[0]:.2f} at the end; teacher {"cached" if cached else "trained"})')
-    with open(work / 'results.md', 'a') as f:
-        f.write('\n' + line + '\n')
-    print(report['markdown'])
-    print(f'\n{line}; outputs in {work}')
-    return report
+    def report(self, miou: Dict[str, float]) -> dict:
+        """The latency table at 1024x2048 (alone on the machine: after every other step), results.md/.json."""
+        args, work, pipeline_s = self.args, self.work, time.time() - self.start
+        table = None
+        if not args.no_latency:
+            began = time.time()
+            table = latency_table(work / 'latency_dinov3b_1024x2048.json', args.latency_threads,
+                                  args.latency_repeat, clusterings=[parse_cluster_spec(s, DEPTH) for _, s in
+                                                                    CLUSTERINGS], small_model=SMALL_MODEL)
+            self.p.log(f'latency table (DINOv3-B, 1024x2048): {time.time() - began:.0f} s')
+        search_dir = self.run_dir / 'step2_search'  # its state holds both steps' archs
+        for name in ('pareto_step1.png', 'layer_gains_step1.png'):
+            shutil.copy(self.run_dir / 'step1_search' / name, work / name)
+        summary = json.loads((search_dir / 'search.json').read_text())
+        report = write_report(work, search_dir, summary, self.archs, miou, table,
+                              {tag: parse_cluster_spec(s, DEPTH) for tag, s in CLUSTERINGS})
+        total, load_end = time.time() - self.start, os.getloadavg()
+        report.update(seconds=dict(total=round(total, 1), pipeline=round(pipeline_s, 1),
+                                   steps={k: round(v, 1) for k, v in self.p.timings.items()}),
+                      machine=dict(cpus=os.cpu_count(), loadavg_start=self.load_start, loadavg_end=load_end),
+                      teacher_cached=self.cached['teacher'], small_teacher_cached=self.cached['teacher_small'],
+                      args={k: str(v) for k, v in asdict(args).items()})
+        (work / 'results.json').write_text(json.dumps(report, indent=2))
+        line = (f'demo: {total:.0f} s in all ({os.cpu_count()} CPUs, load average {self.load_start[0]:.2f} at the '
+                f'start, {load_end[0]:.2f} at the end; teacher {"cached" if self.cached["teacher"] else "trained"})')
+        with open(work / 'results.md', 'a') as f:
+            f.write('\n' + line + '\n')
+        print(report['markdown'])
+        print(f'\n{line}; outputs in {work}')
+        return report
+
+
+def run_demo(args: DemoOptions) -> dict:
+    """The whole pipeline (see the package docstring); returns the report also written to ``results.json``."""
+    run = DemoRun(args)
+    with run.p.workflow.lock():
+        return run.report(run.submit_all())

@@ -1,0 +1,321 @@
+"""The JetViT method as workflow stages (``tools/pipeline.py``): teacher probe, Step-1 distillation and search,
+Step-2 distillation and search with export, fine-tune, final evaluation and report, for a segmentation, depth or
+detection config; each stage one of our tools in its own folder under the work dir (:mod:`jetvit_mm.mm.workflow`)."""
+import json
+import statistics
+import sys
+import warnings
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .workflow import Arg, FileText, Join, Stage, Workflow, python_tool
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS = ('seg', 'depth', 'det')
+DET_PROBE = REPO / 'configs' / 'det' / 'mask_rcnn_jetvit_dinov3_base_coco.py'
+
+
+@dataclass(frozen=True)
+class TaskProfile:
+    """What the task decides: the downstream config the teacher is probed with and the search scores with, its
+    metric, the Step-2 config (None: CONFIG with ``model.student.search_space=None``), and for depth the teacher's own
+    head (converted official file), the pseudo-label fine-tune config and the evaluation config."""
+    task: str
+    probe_config: Path
+    metric: str
+    step2_config: Optional[Path] = None
+    finetune_config: Optional[Path] = None  # depth: pseudo-label fine-tune; else the export's finetune_<ARCH>.py
+    eval_config: Optional[Path] = None  # depth: tools/test.py config of the teacher and the hybrid
+
+
+def guess_task(config: Path) -> str:
+    """``depth`` for configs/depth, else ``seg`` (a detection run says ``--task det``: it shares the distillation
+    configs of segmentation)."""
+    return 'depth' if Path(config).resolve().parent.name == 'depth' else 'seg'
+
+
+def _sibling(config: Path, name: str, what: str, flag: str) -> Path:
+    path = Path(config).resolve().parent / name
+    if not path.is_file():
+        raise FileNotFoundError(f'{config}: no {what} found at {path}; pass {flag}')
+    return path
+
+
+def _probe_of(config: Path) -> Path:
+    """The linear-probe config of a segmentation distillation config, by the repository's naming."""
+    config = Path(config).resolve()
+    if config.parent.name == 'demo':
+        return _sibling(config, config.name.replace('distill_supernet_', 'probe_'), 'probe config', '--probe-config')
+    parts = config.stem.split('_')  # dinov3_base_cityscapes -> dinov3_base_linear_cityscapes
+    probe = REPO / 'configs' / 'probe' / ('_'.join(parts[:-1] + ['linear', parts[-1]]) + '.py')
+    if not probe.is_file():
+        raise FileNotFoundError(f'{config}: no probe config found at {probe}; pass --probe-config')
+    return probe
+
+
+def task_profile(config: Path, task: Optional[str] = None, probe_config: Optional[Path] = None,
+                 step2_config: Optional[Path] = None, metric: Optional[str] = None) -> TaskProfile:
+    """The profile of ``config`` (a Step-1 distillation config); the arguments override what is derived."""
+    task = task or guess_task(config)
+    if task not in TASKS:
+        raise ValueError(f'unknown task {task!r}; valid: {", ".join(TASKS)}')
+    config = Path(config).resolve()
+    step2 = step2_config or (config.with_name(config.stem + '_step2.py')
+                             if config.with_name(config.stem + '_step2.py').is_file() else None)
+    if task == 'depth':
+        size = config.stem.split('_')[1]  # depthanything_large_distill
+        return TaskProfile('depth', Path(probe_config or _sibling(config, f'depthanything_{size}_search_da2k.py',
+                                                                 'DA-2K search config', '--probe-config')),
+                           metric or 'da2k_acc', step2,
+                           _sibling(config, f'depthanything_{size}_pseudolabel_finetune.py', 'fine-tune config',
+                                    '--probe-config'),
+                           _sibling(config, f'depthanything_{size}_eval.py', 'evaluation config', '--probe-config'))
+    if task == 'det':
+        return TaskProfile('det', Path(probe_config or DET_PROBE), metric or 'coco/bbox_mAP', step2)
+    return TaskProfile('seg', Path(probe_config or _probe_of(config)), metric or 'mIoU', step2)
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """What ``tools/pipeline.py`` takes."""
+    config: Path
+    teacher: Path
+    work_dir: Path
+    profile: TaskProfile
+    data_root: Optional[Path] = None
+    launcher: str = 'none'
+    gpus: int = 8
+    max_iters: Optional[int] = None
+    beam_width: int = 4
+    max_full: int = 2
+    device: Optional[str] = None
+
+
+@cache
+def _config(path: Path):
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        from mmengine.config import Config
+
+        return Config.fromfile(str(path))
+
+
+def loader_roots(config: Path, data_root: Optional[Path], splits: Sequence[str] = ('train', 'val', 'test')
+                 ) -> List[str]:
+    """``<split>_dataloader.dataset.data_root=D`` for each dataloader ``config`` defines."""
+    if data_root is None:
+        return []
+    cfg = _config(Path(config))
+    return [f'{s}_dataloader.dataset.data_root={data_root}' for s in splits if cfg.get(f'{s}_dataloader')]
+
+
+def config_iterations(config: Path) -> Optional[int]:
+    """The config's ``train_cfg.max_iters`` (None when it has none)."""
+    train_cfg = _config(Path(config)).get('train_cfg') or {}
+    return train_cfg.get('max_iters')
+
+
+class _Builder:
+    """Builds the stages of one run (kept small: one method per stage kind)."""
+
+    def __init__(self, opts: PipelineOptions) -> None:
+        self.o, self.w = opts, Path(opts.work_dir).resolve()
+
+    def last(self, stage: str) -> FileText:
+        return FileText(self.w / stage / 'last_checkpoint')
+
+    def train(self, name: str, config: Arg, options: Sequence[Arg], deps: Sequence[str], iters_of: Path,
+              has_val: bool = False) -> Stage:
+        o = self.o
+        tool = [str(REPO / 'tools' / 'train.py'), config]
+        cmd = (['torchrun', f'--nproc_per_node={o.gpus}', *tool, '--launcher', 'pytorch'] if o.launcher == 'pytorch'
+               else [sys.executable, *tool])
+        smoke = [] if o.max_iters is None else [f'train_cfg.max_iters={o.max_iters}'] + (
+            [f'train_cfg.val_interval={o.max_iters}'] if has_val else [])
+        return Stage(name, self.w / name, [*cmd, '--work-dir', self.w / name, '--cfg-options', *options, *smoke],
+                     deps=deps, resume_flag='--resume', resume_file='last_checkpoint',
+                     iterations=o.max_iters or config_iterations(iters_of), timing_key=str(iters_of))
+
+    def test(self, name: str, config: Path, checkpoint: Arg, options: Sequence[Arg], deps: Sequence[str]) -> Stage:
+        out = self.w / name
+        roots = loader_roots(config, self.o.data_root, ('test', ))
+        opts = ['--cfg-options', *roots, *options] if roots or options else []
+        return Stage(name, out, python_tool(REPO, 'test.py', config, checkpoint, '--work-dir', out, '--out',
+                                            out / 'metrics.json', *opts), deps=deps)
+
+    def search(self, step: int, head: Arg, deps: Sequence[str]) -> Stage:
+        o, p = self.o, self.o.profile
+        out = self.w / f'step{step}_search'
+        cmd = python_tool(REPO, 'search.py', p.probe_config, self.last(f'step{step}_distill'), '--stage', step,
+                          '--metric', p.metric, '--head-checkpoint', head, '--work-dir', out, '--beam-width',
+                          o.beam_width, *(['--device', o.device] if o.device else []))
+        copy_in: Tuple = ()
+        if step == 2:
+            best1 = FileText(self.w / 'step1_search' / 'best_arch_step1.txt')
+            cmd += ['--step1-arch', best1, '--max-full', o.max_full, '--export', '--distill-config', o.config]
+            copy_in = tuple((self.w / 'step1_search' / n, n) for n in ('search_state.json', 'latency_table.json'))
+        roots = loader_roots(p.probe_config, o.data_root, ('val', ))
+        cmd += ['--cfg-options', *roots] if roots else []
+        return Stage(f'step{step}_search', out, cmd, deps=deps, resume_flag='--resume',
+                     resume_file='search_state.json', copy_in=copy_in)
+
+
+def _teacher_stages(b: _Builder) -> Tuple[List[Stage], Arg]:
+    """The teacher's reference figure, and the head the search scores with."""
+    o, p = b.o, b.o.profile
+    if p.task == 'depth':
+        conv = b.w / 'convert_teacher' / 'teacher_mmseg.pth'
+        stages = [Stage('convert_teacher', b.w / 'convert_teacher',
+                        python_tool(REPO, 'convert_depth_anything.py', o.teacher, conv)),
+                  b.test('test_teacher', p.eval_config, conv, [], ['convert_teacher'])]
+        return stages, conv
+    roots = loader_roots(p.probe_config, o.data_root)
+    probe = b.train('probe_teacher', p.probe_config, [*roots, f'model.backbone.checkpoint={o.teacher}'], [],
+                    p.probe_config, has_val=True)
+    return [probe, b.test('test_teacher', p.probe_config, b.last('probe_teacher'), [], ['probe_teacher'])], \
+        b.last('probe_teacher')
+
+
+def _hybrid_stages(b: _Builder, arch: FileText) -> List[Stage]:
+    """Fine-tune of the searched hybrid and its final evaluation."""
+    o, p = b.o, b.o.profile
+    teacher_opt = f'model.teacher.checkpoint={o.teacher}'
+    arch_opt = Join('model.backbone.arch=', arch)
+    if p.task == 'depth':
+        weights = Join(b.w / 'step2_search' / 'hybrid_', arch, '.pth')
+        ft = b.train('finetune', p.finetune_config, [*loader_roots(p.finetune_config, o.data_root, ('train', )),
+                                                     teacher_opt, arch_opt, Join('model.backbone.checkpoint=', weights),
+                                                     f'model.decode_head.checkpoint={b.w / "convert_teacher"}'
+                                                     f'/teacher_mmseg.pth'],
+                     ['step2_search', 'convert_teacher'], p.finetune_config)
+        return [ft, b.test('test_hybrid', p.eval_config, b.last('finetune'), [arch_opt], ['finetune'])]
+    ft_cfg = Join(b.w / 'step2_search' / 'finetune_', arch, '.py')
+    ft = b.train('finetune', ft_cfg, [*loader_roots(o.config, o.data_root, ('train', )), teacher_opt],
+                 ['step2_search'], o.config)
+    probe = b.train('probe_hybrid', p.probe_config, [*loader_roots(p.probe_config, o.data_root), arch_opt,
+                                                     Join('model.backbone.checkpoint=', b.last('finetune'))],
+                    ['finetune'], p.probe_config, has_val=True)
+    return [ft, probe, b.test('test_hybrid', p.probe_config, b.last('probe_hybrid'), [arch_opt], ['probe_hybrid'])]
+
+
+def method_stages(opts: PipelineOptions) -> List[Stage]:
+    """Every stage of the method, in order (the last one writes the report)."""
+    b = _Builder(opts)
+    p, w = opts.profile, b.w
+    teacher, head = _teacher_stages(b)
+    roots = loader_roots(opts.config, opts.data_root, ('train', ))
+    teacher_opt = f'model.teacher.checkpoint={opts.teacher}'
+    step1 = b.train('step1_distill', opts.config, [*roots, teacher_opt], [], opts.config)
+    step2_cfg = p.step2_config or opts.config
+    step2_opts = [] if p.step2_config else ['model.student.search_space=None']
+    best1 = FileText(w / 'step1_search' / 'best_arch_step1.txt')
+    step2 = b.train('step2_distill', step2_cfg, [*loader_roots(step2_cfg, opts.data_root, ('train', )), teacher_opt,
+                                                 *step2_opts, Join('model.student.step1_arch=', best1)],
+                    ['step1_search'], step2_cfg)
+    head_deps = [teacher[-1].deps[0]] if p.task != 'depth' else ['convert_teacher']
+    stages = [*teacher, step1, b.search(1, head, ['step1_distill', *head_deps]), step2,
+              b.search(2, head, ['step2_distill', 'step1_search', *head_deps])]
+    stages += _hybrid_stages(b, FileText(w / 'step2_search' / 'best_arch_step2.txt'))
+    report = Stage('report', w / 'report', ['report', opts.profile.metric], deps=['test_teacher', 'test_hybrid',
+                                                                                  'step2_search'],
+                   inputs=[w / 'test_teacher' / 'metrics.json', w / 'test_hybrid' / 'metrics.json',
+                           w / 'step2_search' / 'search.json'],
+                   action=lambda stage: write_method_report(w, opts.profile.metric),
+                   note=f'python -c "from jetvit_mm.mm.pipeline import write_method_report; '
+                        f'from pathlib import Path; write_method_report(Path(\'{w}\'), \'{opts.profile.metric}\')"')
+    return stages + [report]
+
+
+def logged_step_time(work_dir: Path) -> Optional[float]:
+    """The median seconds per iteration mmengine logged in a run's folder (``*/vis_data/scalars.json``)."""
+    times = []
+    for scalars in sorted(Path(work_dir).glob('*/vis_data/scalars.json')):
+        for line in scalars.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if 'time' in record and 'step' in record:
+                times.append(float(record['time']))
+    return statistics.median(times) if times else None
+
+
+def stage_estimate(stage: Stage, step_times: Dict[str, Tuple[float, str]]) -> str:
+    """``--plan``'s time estimate of a stage, saying where the step time comes from."""
+    marker = Path(stage.out_dir) / '.stage.json'
+    took = json.loads(marker.read_text()).get('seconds') if marker.is_file() else None
+    if stage.iterations and stage.name in step_times:
+        seconds, source = step_times[stage.name]
+        total = stage.iterations * seconds
+        return (f'{stage.iterations} iterations x {seconds:.3g} s/iteration ({source}) = '
+                + (f'{total / 3600:.2f} h' if total >= 3600 else f'{total:.0f} s'))
+    if took is not None:
+        return f'{took:.0f} s (its last run)'
+    if stage.iterations:
+        return f'{stage.iterations} iterations x unknown step time (none logged yet: pass --measure-steps N)'
+    if stage.action is not None:
+        return 'seconds (a Python step)'
+    return 'not estimated (evaluation: one pass over the val set per scored arch)'
+
+
+def plan_text(wf: Workflow, stages: Sequence[Stage], step_times: Dict[str, Tuple[float, str]]) -> str:
+    """Every command the run would start, copy-pastable, each with its estimate and whether it would be skipped."""
+    lines = []
+    for i, (stage, state) in enumerate(zip(stages, wf.preview(stages)), 1):
+        action = dict(done='skipped (done, same inputs)', resume='resumed (killed midway, same inputs)').get(
+            state, 'runs' + (' (its inputs are made by the stages before it)' if 'not made' in state else ''))
+        lines += [f'# [{i}] {stage.name}: {action}; estimate: {stage_estimate(stage, step_times)}', stage.shell(), '']
+    return '\n'.join(lines)
+
+
+def write_method_report(work: Path, metric: str) -> dict:
+    """``report/report.md`` and ``report.json``: teacher vs the searched hybrids (final metrics, search scores,
+    predicted latency from the search's own latency table), with the search's Pareto and per-layer pictures and the
+    teacher vs hybrids picture."""
+    from jetvit_mm.search.latency import predict_latency
+    from jetvit_mm.search.report import plot_pareto
+
+    out = work / 'report'
+    out.mkdir(parents=True, exist_ok=True)
+    teacher_m = json.loads((work / 'test_teacher' / 'metrics.json').read_text())
+    hybrid_m = json.loads((work / 'test_hybrid' / 'metrics.json').read_text())
+    summary = json.loads((work / 'step2_search' / 'search.json').read_text())
+    table = json.loads((work / 'step2_search' / 'latency_table.json').read_text())['table']
+    best1 = (work / 'step1_search' / 'best_arch_step1.txt').read_text().strip()
+    best2 = (work / 'step2_search' / 'best_arch_step2.txt').read_text().strip()
+    teacher_arch = 'F' * len(best2)
+    ms = {a: predict_latency(a, table) for a in (teacher_arch, best1, best2)}
+    rows = [dict(model='teacher (all F)', arch=teacher_arch, metrics=teacher_m, latency_ms=ms[teacher_arch]),
+            dict(model='Step-2 hybrid, fine-tuned', arch=best2, metrics=hybrid_m, latency_ms=ms[best2])]
+    for r in rows:
+        r['speedup'] = round(ms[teacher_arch] / r['latency_ms'], 3)
+    lines = [f'# JetViT pipeline report ({work})', '', f'| model | arch | {metric} | predicted latency (ms) | '
+             'speed-up |', '|---|---|---:|---:|---:|']
+    for r in rows:
+        value = r['metrics'].get(metric, '-')
+        value = f'{value:.2f}' if isinstance(value, float) else value
+        lines.append(f'| {r["model"]} | `{r["arch"]}` | {value} | {r["latency_ms"]:.2f} | {r["speedup"]:.2f}x |')
+    lines += ['', f'Step-1 best arch `{best1}`; Step-2 best arch `{best2}`. Latency: predicted from the search\'s '
+              'per-mixer table (step2_search/latency_table.json, measured by tools/search.py on its device at the '
+              'val input size). Every metric: report.json.', '']
+    points = {r['arch']: (r['score'], r['predicted_latency_ms']) for r in summary['archs']
+              if r.get('predicted_latency_ms') is not None}
+    pictures = []
+    if points:
+        plot_pareto(points, out / 'pareto_teacher_vs_hybrids.png', f'{metric} (search)',
+                    teacher=(summary['teacher_score'], ms[teacher_arch]))
+        pictures.append('pareto_teacher_vs_hybrids.png')
+    for step in (1, 2):
+        for name in (f'pareto_step{step}.png', f'layer_gains_step{step}.png'):
+            src = work / f'step{step}_search' / name
+            if src.is_file():
+                (out / name).write_bytes(src.read_bytes())
+                pictures.append(name)
+    lines += [f'![{p}]({p})' for p in pictures]
+    report = dict(metric=metric, step1_arch=best1, step2_arch=best2, rows=rows, teacher_search_score=summary[
+        'teacher_score'], search_archs=summary['archs'], pictures=pictures)
+    (out / 'report.md').write_text('\n'.join(lines) + '\n')
+    (out / 'report.json').write_text(json.dumps(report, indent=2, default=str))
+    return report
