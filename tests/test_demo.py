@@ -68,7 +68,7 @@ def test_extract_backbone_gives_a_loadable_jetvit(tmp_path):
     torch.save(dict(state_dict=state, meta=dict(iter=3)), runner_ckpt)
     (tmp_path / 'last_checkpoint').write_text(str(runner_ckpt))
     assert last_checkpoint(tmp_path) == runner_ckpt
-    out = extract_backbone(runner_ckpt, 'student.', tmp_path / 'student.pth', 'LW')
+    out = extract_backbone(runner_ckpt, 'student.', tmp_path / 'student.pth')
     loaded = JetViT(arch='LW', checkpoint=out, **args)
     for key, value in student.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value)

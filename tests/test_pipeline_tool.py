@@ -170,7 +170,7 @@ def _tiny_task(root: Path) -> Path:
 
     make_context_seg(root / 'data', splits={'train': 4, 'val': 2}, seed=0)
     torch.manual_seed(0)
-    teacher = JetViT(model_name='dinov3_vits16', embed_dim=64, depth=12, num_heads=4, window_size=2)
+    teacher = JetViT(model_name='dinov3_vits16', embed_dim=64, depth=12, num_heads=4)
     torch.save(dict(state_dict=teacher.state_dict()), root / 'teacher.pth')
     return root
 

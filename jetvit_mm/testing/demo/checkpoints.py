@@ -2,7 +2,7 @@
 checkpoint, and the digests its caches are keyed by."""
 import hashlib
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict
 
 import torch
 
@@ -22,14 +22,13 @@ def last_checkpoint(work_dir: Path) -> Path:
     return Path((work_dir / 'last_checkpoint').read_text().strip())
 
 
-def extract_backbone(checkpoint: Path, prefix: str, out: Path, arch: Optional[str] = None) -> Path:
+def extract_backbone(checkpoint: Path, prefix: str, out: Path) -> Path:
     """``prefix``-ed weights of a runner checkpoint (``backbone.`` of a segmentor, ``student.`` of a distiller)
     as a standalone JetViT checkpoint (``{'state_dict', 'meta'}``)."""
     state = {k[len(prefix):]: v for k, v in _runner_state(checkpoint).items() if k.startswith(prefix)}
     if not state:
         raise ValueError(f'{checkpoint} has no {prefix}* weights')
-    meta = {'jetvit_arch': arch} if arch and set(arch) != {'F'} else {}
-    return save_checkpoint(dict(state_dict=state, meta=meta), out)
+    return save_checkpoint(dict(state_dict=state, meta={}), out)  # the arch spec is in the state dict
 
 
 def digest(*parts: object) -> str:
