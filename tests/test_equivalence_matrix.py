@@ -400,6 +400,7 @@ def triton_training_case(*case) -> None:
 
 
 @pytest.mark.parametrize('case', [case_id(*c) + '-grad' for c in TRITON_TRAINING_CASES])
+@pytest.mark.integration  # the Triton interpreter in its own process
 def test_triton_kernels_train_with_the_reference_gradients(triton_results, case):
     assert triton_results[case] is None, triton_results[case]
 

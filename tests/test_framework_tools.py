@@ -19,6 +19,8 @@ from jetvit_mm.models.checkpoints.integrity import DIGEST_META_KEY
 
 from .conftest import REPO, run_tool
 
+pytestmark = pytest.mark.integration  # every test here starts a process (a tool, torchrun, a stage)
+
 CONFIGS = REPO / 'tests' / 'configs'
 CASES = {  # name: (framework, config, iterations)
     'distill': ('mmseg', CONFIGS / 'distill_supernet_tiny_cityscapes.py', 2),

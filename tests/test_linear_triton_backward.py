@@ -186,6 +186,7 @@ def interpreted_results() -> Dict[str, Optional[str]]:
 
 
 @pytest.mark.parametrize('name', list(CHECKS))
+@pytest.mark.integration  # the Triton interpreter in its own process
 def test_triton_backward_under_the_interpreter(interpreted_results, name):
     assert interpreted_results[name] is None, interpreted_results[name]
 

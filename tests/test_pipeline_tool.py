@@ -19,6 +19,8 @@ from jetvit_mm.mm.workflow import MARKER, FileText, Join, Stage, Workflow
 
 from .conftest import REPO, run_tool
 
+pytestmark = pytest.mark.integration  # every test here starts a process (a tool, torchrun, a stage)
+
 DEMO_DISTILL = REPO / 'configs' / 'demo' / 'distill_supernet_context_seg.py'
 
 

@@ -14,6 +14,8 @@ import torch
 
 from .test_framework_tools import run_framework_tool
 
+pytestmark = pytest.mark.integration  # every test here starts a process (a tool, torchrun, a stage)
+
 VIT_CONFIG = """
 _base_ = ['mmseg::_base_/default_runtime.py', 'mmseg::_base_/datasets/cityscapes.py']
 crop_size = (64, 128)

@@ -15,6 +15,8 @@ import pytest
 from .conftest import REPO
 from .test_search import pipeline, search_args  # noqa: F401  (the module's fixture: teacher, head, supernet)
 
+pytestmark = pytest.mark.integration  # every test here starts a process (a tool, torchrun, a stage)
+
 PROGRESS = '[search step 1]'  # rank 0 prints one such line per arch it scores
 
 
