@@ -6,12 +6,12 @@
 """
 import argparse
 
-from mmengine.config import Config, DictAction
-from mmengine.utils import import_modules_from_strings
+from mmengine.config import DictAction
 
 from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs
 from jetvit_mm.mm.checkpoint import enable_runner_checkpoint_loading
 from jetvit_mm.mm.export import export_from_checkpoint
+from jetvit_mm.mm.launch import read_config
 from jetvit_mm.mm.search_runner import declared_letters
 
 
@@ -31,10 +31,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config'))
     check_outputs(parser, args, dirs=('out_dir', ))
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
-    import_modules_from_strings(**cfg.get('custom_imports', dict(imports=[])))  # a plugin's mixers
+    cfg = read_config(args.config, args.cfg_options)  # a plugin's mixers imported
     check_arch_letters(parser, '--arch', args.arch, declared_letters(cfg))
     enable_runner_checkpoint_loading()
     paths = export_from_checkpoint(cfg, args.checkpoint, args.arch, args.out_dir, args.head_checkpoint,

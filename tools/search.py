@@ -23,15 +23,15 @@ from pathlib import Path
 
 import torch
 from mmengine.config import Config, DictAction
-from mmengine.utils import import_modules_from_strings
 
 from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs, finite, integer, positive
 from jetvit_mm.cli import count as count_arg
-from jetvit_mm.mm.launch import LAUNCHERS, build_runner, process_group_teardown
+from jetvit_mm.mm.launch import LAUNCHERS, build_runner, process_group_teardown, read_config
 from jetvit_mm.mm.search_runner import declared_letters
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The search's command line (its checks across arguments: :func:`parse_args`)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config', help='downstream evaluation config (val_dataloader + val_evaluator)')
     parser.add_argument('checkpoint', help='supernet distillation checkpoint (tools/train.py output)')
@@ -83,6 +83,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='job launcher: under torchrun (pytorch) every process scores each arch over its split '
                              'of the val set; rank 0 writes the state and the outputs')
     parser.add_argument('--local_rank', '--local-rank', type=integer(minimum=0), default=0)
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config', 'latency_table'))
     check_outputs(parser, args, dirs=('work_dir', ))
@@ -93,23 +98,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.distill_config and not args.export:
         parser.error('--distill-config is used by --export only: pass --export, or drop it')
     if args.step1_arch is not None:  # the letters the config's backbone declares (a plugin's too)
-        check_arch_letters(parser, '--step1-arch', args.step1_arch, declared_letters(load_search_config(args)))
+        declared = declared_letters(read_config(args.config, args.cfg_options))
+        check_arch_letters(parser, '--step1-arch', args.step1_arch, declared)
     return args
-
-
-def load_search_config(args: argparse.Namespace) -> Config:
-    """CONFIG with --cfg-options applied, its custom imports (a plugin's mixers) imported."""
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
-    import_modules_from_strings(**cfg.get('custom_imports', dict(imports=[])))
-    return cfg
 
 
 def search_config(args: argparse.Namespace) -> Config:
     """CONFIG with the search as its validation loop (:class:`~jetvit_mm.mm.search_loop.JetViTSearchLoop`, every
     flag an option of it) and a backbone that loads no weights (the loop swaps in the supernet and the teacher)."""
-    cfg = load_search_config(args)
+    cfg = read_config(args.config, args.cfg_options)
     work_dir = str(args.work_dir or Path('work_dirs') / f'search_{Path(args.config).stem}')
     cfg.work_dir, cfg.launcher = work_dir, args.launcher
     cfg.val_cfg = dict(

@@ -182,11 +182,50 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
           f'{torch.get_num_threads()} threads, load average {load_start[0]:.2f}'
           f'{", CUDA graphs" if cuda_graph else ""}{malloc_note(malloc_kept, dev)}', flush=True)
     runners = make_runners(models, entries, compile_model, cuda_graph)
-    probe = CpuContention(enabled=dev.type == 'cpu')  # on CUDA it would read /proc inside the event window
+    pair_samples, others = time_latency(models, runners, sizes, batch, dev, torch_dtype, warmup, repeat, cuda_graph,
+                                        threads, onnxruntime, on_round)
+    rows: List[Dict[str, object]] = []
+    samples: Dict[str, Dict[str, List[float]]] = {}
+    for h, w in sizes:
+        key = f'{h}x{w}'
+        samples[key] = {name[len(key) + 1:]: times for name, times in pair_samples.items()
+                        if name.startswith(f'{key} ')}
+        stats = summarize(samples[key])
+        for label in stats:
+            stats[label].update(quiet_stats(samples[key][label], others[f'{key} {label}'][warmup:]))
+        images_per_s = throughput_of(runners, stats, (h, w), batch, throughput, dev, torch_dtype, warmup, repeat,
+                                     cuda_graph, on_round)
+        rows.extend(size_rows(entries, models, (h, w), stats, images_per_s, batch))
+    add_speedups(rows, 'F' * backbone_of(models[entries[0]['label']]).depth)
 
-    # every (size, arch) pair in one round-robin: the growth from one size to the next is then measured side by
-    # side as well, not minutes apart
+    if memory:
+        add_peak_memory([r for r in rows if r.get('runtime') != 'onnxruntime'], entries, models, batch, dtype, device,
+                        threads)
+    profiles = profile_entries(entries, models, max(sizes, key=lambda size: size[0] * size[1]), dev, torch_dtype) \
+        if profile else {}
+    load_end = os.getloadavg()
+    targets = model_targets(rows, (dev.type, dtype, compile_model or cuda_graph))
+    print_models_table(rows, targets, profiles)
+    print(f'\nload average: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end', flush=True)
+    return {
+        'date': started, 'machine': machine_record(dev, cpu_count=True),
+        'load_average': {'start': load_start, 'end': load_end}, 'malloc': malloc_record(malloc, malloc_kept, dev),
+        'entries': [{k: e.get(k) for k in ('label', 'arch', 'kwargs', 'head', 'baseline', 'sdpa_backend')}
+                    for e in entries],
+        'sdpa_backends': sdpa_backends(models, entries, sizes, batch, torch_dtype, dev),
+        'rows': rows, 'samples_ms': samples, 'targets': targets, 'profiles': profiles,
+    }
+
+
+def time_latency(models: Dict[str, nn.Module], runners: Dict[str, Callable], sizes: List[Tuple[int, int]], batch: int,
+                 dev: torch.device, torch_dtype: torch.dtype, warmup: int, repeat: int, cuda_graph: bool, threads: int,
+                 onnxruntime: Union[bool, str], on_round: Optional[Callable[[int, bool], None]]
+                 ) -> Tuple[Dict[str, List[float]], Dict[str, List[Optional[float]]]]:
+    """Every (size, arch) pair (and its onnxruntime session) in one round-robin, so that the growth from one size to
+    the next is measured side by side as well, not minutes apart: the samples per ``'<H>x<W> <label>'`` and, per
+    sample, how busy the other cores were (CPU)."""
     print(f'\nlatency at batch {batch}, sizes and archs interleaved', flush=True)
+    probe = CpuContention(enabled=dev.type == 'cpu')  # on CUDA it would read /proc inside the event window
     calls: Dict[str, Callable[[], torch.Tensor]] = {}
     with torch.inference_mode():
         for h, w in sizes:
@@ -209,62 +248,55 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
         pair_samples = time_interleaved({name: (lambda name=name: run(name)) for name in calls}, warmup, repeat,
                                         dev, on_round=on_round)
     calls.clear()  # frees the inputs (and CUDA graphs) before the throughput runs
+    return pair_samples, others
 
+
+def throughput_of(runners: Dict[str, Callable], stats: Dict[str, Dict[str, float]], size: Tuple[int, int],
+                  batch: int, throughput: Optional[int], dev: torch.device, torch_dtype: torch.dtype, warmup: int,
+                  repeat: int, cuda_graph: bool, on_round: Optional[Callable[[int, bool], None]]
+                  ) -> Dict[str, Tuple[int, float]]:
+    """``{label: (batch, images/s)}`` at ``size``: of the latency run, or of a run at the ``throughput`` batch (-1:
+    the largest power-of-two batch that fits on CUDA)."""
+    images_per_s = {label: (batch, batch * 1e3 / s['median_ms']) for label, s in stats.items()}
+    if throughput is None or not (throughput > 0 or dev.type == 'cuda'):
+        return images_per_s
+    h, w = size
+    batches = {label: (throughput if throughput > 0 else largest_cuda_batch(m, (h, w), torch_dtype, dev))
+               for label, m in runners.items()}
+    if all(b == batch for b in batches.values()):
+        return images_per_s
+    print(f'{h}x{w}: throughput at batch {batches}', flush=True)
+    inputs = {b: torch.randn(b, 3, h, w, device=dev, dtype=torch_dtype) for b in set(batches.values())}
+    with torch.inference_mode():
+        tp_calls = maybe_graphed({label: (lambda m=m, xb=inputs[batches[label]]: m(xb))
+                                  for label, m in runners.items()}, cuda_graph)
+        tp = summarize(time_interleaved(tp_calls, warmup, repeat, dev, on_round=on_round))
+    del tp_calls, inputs
+    return {**images_per_s, **{label: (batches[label], batches[label] * 1e3 / tp[label]['median_ms'])
+                               for label in runners}}
+
+
+def size_rows(entries: List[Entry], models: Dict[str, nn.Module], size: Tuple[int, int],
+              stats: Dict[str, Dict[str, float]], images_per_s: Dict[str, Tuple[int, float]],
+              batch: int) -> List[Dict[str, object]]:
+    """The result rows of one size: per entry its FLOPs, latency statistics and images/s, and the row of its ONNX
+    export where one was timed in the same round-robin."""
+    h, w = size
     rows: List[Dict[str, object]] = []
-    samples: Dict[str, Dict[str, List[float]]] = {}
-    for h, w in sizes:
-        key = f'{h}x{w}'
-        samples[key] = {name[len(key) + 1:]: times for name, times in pair_samples.items()
-                        if name.startswith(f'{key} ')}
-        stats = summarize(samples[key])
-        for label in stats:
-            stats[label].update(quiet_stats(samples[key][label], others[f'{key} {label}'][warmup:]))
-        images_per_s = {label: (batch, batch * 1e3 / s['median_ms']) for label, s in stats.items()}
-        if throughput is not None and (throughput > 0 or dev.type == 'cuda'):
-            batches = {label: (throughput if throughput > 0 else largest_cuda_batch(m, (h, w), torch_dtype, dev))
-                       for label, m in runners.items()}
-            if any(b != batch for b in batches.values()):
-                print(f'{key}: throughput at batch {batches}', flush=True)
-                inputs = {b: torch.randn(b, 3, h, w, device=dev, dtype=torch_dtype) for b in set(batches.values())}
-                with torch.inference_mode():
-                    tp_calls = maybe_graphed({label: (lambda m=m, xb=inputs[batches[label]]: m(xb))
-                                              for label, m in runners.items()}, cuda_graph)
-                    tp = summarize(time_interleaved(tp_calls, warmup, repeat, dev, on_round=on_round))
-                del tp_calls, inputs
-                images_per_s = {label: (batches[label], batches[label] * 1e3 / tp[label]['median_ms'])
-                                for label in runners}
-        for e in entries:
-            label = e['label']
-            flops = count_flops(models[label], (h, w))
-            patch = backbone_of(models[label]).patch_size
-            rows.append({'size': key, 'tokens': (h // patch) * (w // patch), 'patch_size': patch,
-                         'label': label, 'arch': e['arch'], 'baseline': e.get('baseline'), 'gflops': flops['gflops'],
-                         'gflops_by_part': {k: v / 1e9 for k, v in flops['by_part'].items()},
-                         **stats[label], 'throughput_batch': images_per_s[label][0],
-                         'images_per_s': images_per_s[label][1]})
-            ort = f'{label}{ORT_SUFFIX}'
-            if ort in stats:  # the same model's ONNX export, timed in the same round-robin
-                rows.append({**rows[-1], 'label': ort, 'runtime': 'onnxruntime', **stats[ort],
-                             'throughput_batch': batch, 'images_per_s': batch * 1e3 / stats[ort]['median_ms']})
-    add_speedups(rows, 'F' * backbone_of(models[entries[0]['label']]).depth)
-
-    if memory:
-        add_peak_memory([r for r in rows if r.get('runtime') != 'onnxruntime'], entries, models, batch, dtype, device,
-                        threads)
-    profiles = profile_entries(entries, models, max(sizes, key=lambda size: size[0] * size[1]), dev, torch_dtype) \
-        if profile else {}
-    load_end = os.getloadavg()
-    targets = model_targets(rows, (dev.type, dtype, compile_model or cuda_graph))
-    print_models_table(rows, targets, profiles)
-    print(f'\nload average: {load_start[0]:.2f} at start, {load_end[0]:.2f} at end', flush=True)
-    return {
-        'date': started, 'machine': machine_record(dev, cpu_count=True),
-        'load_average': {'start': load_start, 'end': load_end}, 'malloc': malloc_record(malloc, malloc_kept, dev),
-        'entries': [{k: e.get(k) for k in ('label', 'arch', 'kwargs', 'head', 'baseline', 'sdpa_backend')}
-                    for e in entries],
-        'sdpa_backends': sdpa_backends(models, entries, sizes, batch, torch_dtype, dev),
-        'rows': rows, 'samples_ms': samples, 'targets': targets, 'profiles': profiles,
-    }
+    for e in entries:
+        label = e['label']
+        flops = count_flops(models[label], (h, w))
+        patch = backbone_of(models[label]).patch_size
+        rows.append({'size': f'{h}x{w}', 'tokens': (h // patch) * (w // patch), 'patch_size': patch,
+                     'label': label, 'arch': e['arch'], 'baseline': e.get('baseline'), 'gflops': flops['gflops'],
+                     'gflops_by_part': {k: v / 1e9 for k, v in flops['by_part'].items()},
+                     **stats[label], 'throughput_batch': images_per_s[label][0],
+                     'images_per_s': images_per_s[label][1]})
+        ort = f'{label}{ORT_SUFFIX}'
+        if ort in stats:
+            rows.append({**rows[-1], 'label': ort, 'runtime': 'onnxruntime', **stats[ort],
+                         'throughput_batch': batch, 'images_per_s': batch * 1e3 / stats[ort]['median_ms']})
+    return rows
 
 
 def add_peak_memory(rows: List[Dict[str, object]], entries: List[Entry], models: Dict[str, nn.Module], batch: int,

@@ -12,6 +12,7 @@ from mmengine.config import Config, DictAction
 from mmengine.dist import is_main_process
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
+from mmengine.utils import import_modules_from_strings
 
 from jetvit_mm.cli import check_inputs, check_outputs, integer
 from jetvit_mm.models.checkpoints.integrity import atomic_write
@@ -38,13 +39,21 @@ def check_common_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
     check_outputs(parser, args, files=outputs, dirs=('work_dir', ))
 
 
+def read_config(path: str, cfg_options: Optional[dict] = None) -> Config:
+    """The one way the tools read a config: ``path`` with ``--cfg-options`` applied, its ``custom_imports`` (the
+    plugin, a plugin's mixers) imported, also those the options name."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'config file not found: {path}')
+    cfg = Config.fromfile(path)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+        import_modules_from_strings(**cfg.get('custom_imports', dict(imports=[])))
+    return cfg
+
+
 def load_config(args: argparse.Namespace) -> Config:
-    """Read the config, apply ``--cfg-options``, set ``work_dir`` and the launcher."""
-    if not osp.isfile(args.config):
-        raise FileNotFoundError(f'config file not found: {args.config}')
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    """Read the config (:func:`read_config`), set ``work_dir`` and the launcher."""
+    cfg = read_config(args.config, args.cfg_options)
     cfg.launcher = args.launcher
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
