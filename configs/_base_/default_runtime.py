@@ -4,16 +4,13 @@
 #   model = dict(data_preprocessor=dict(_base_.data_preprocessor, size=crop_size))
 _base_ = ['mmseg::_base_/default_runtime.py']
 custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
-# The runner and the checkpoint hooks every run of this project has, whichever tool starts it (tools/train.py, or
-# mmseg's / mmdet's own tools/train.py and tools/test.py): the runner checks the data, trains distributed on CPUs and
-# loads checkpoints safely (jetvit_mm/mm/runner.py); each checkpoint carries the JetViTs' arch specs in its meta, its
-# runner state as plain data and the digest of its tensors (jetvit_mm/mm/hooks.py). In default_hooks (a dict) so that
-# a config's own default_hooks or custom_hooks keep them; an FSDP2 config sets runner_type = 'FSDP2Runner'.
+# The runner every run of this project has, whichever tool starts it (tools/train.py, or mmseg's / mmdet's own
+# tools/train.py and tools/test.py): it checks the data, trains distributed on CPUs, loads checkpoints safely, and adds
+# to mmengine's default hooks the checkpoint hooks (jetvit_mm/mm/runner.py JETVIT_DEFAULT_HOOKS): each checkpoint
+# carries the JetViTs' arch specs in its meta, its runner state as plain data and the digest of its tensors. A config
+# sets them like mmengine's own default hooks (default_hooks.checkpoint_digest=None removes one); an FSDP2 config
+# sets runner_type = 'FSDP2Runner' (a JetViTRunner).
 runner_type = 'JetViTRunner'
-default_hooks = dict(
-    arch_spec=dict(type='ArchSpecHook'),
-    plain_checkpoint=dict(type='PlainCheckpointHook'),
-    checkpoint_digest=dict(type='CheckpointDigestHook'))
 
 data_preprocessor = dict(
     type='SegDataPreProcessor',

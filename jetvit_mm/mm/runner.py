@@ -44,10 +44,23 @@ def init_cpu_process_group(launcher: str) -> None:
     torch.distributed.init_process_group(backend='gloo', init_method='env://')
 
 
+# the checkpoint hooks a JetViTRunner adds to mmengine's default hooks (jetvit_mm/mm/hooks.py), under these names
+JETVIT_DEFAULT_HOOKS = dict(
+    arch_spec=dict(type='ArchSpecHook'),
+    plain_checkpoint=dict(type='PlainCheckpointHook'),
+    checkpoint_digest=dict(type='CheckpointDigestHook'))
+
+
 @RUNNERS.register_module()
 class JetViTRunner(CheckedDataMixin, Runner):
     """mmengine's runner with checked data, CPU-only distributed training and this project's safe checkpoint loading
     (see the module's documentation); what ``configs/_base_`` names as ``runner_type``."""
+
+    def register_default_hooks(self, hooks: Optional[Dict[str, Any]] = None) -> None:
+        """mmengine's default hooks plus this project's (:data:`JETVIT_DEFAULT_HOOKS`: the arch spec in every
+        checkpoint's meta, the runner state as plain data, the tensors' digest), merged with the config's
+        ``default_hooks`` as mmengine merges its own: a config's entry replaces one, ``None`` removes it."""
+        super().register_default_hooks({**JETVIT_DEFAULT_HOOKS, **(hooks or {})})
 
     def setup_env(self, env_cfg: Dict) -> None:
         if self.distributed and not torch.cuda.is_available():
