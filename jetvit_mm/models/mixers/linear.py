@@ -17,7 +17,7 @@ from .kernels import (
     triton_linear_attention,
 )
 from .kernels.linear_triton_bwd import trainable_triton_linear_attention
-from .kernels.selfcheck import fast_path_ok, gradient_probe
+from .kernels.selfcheck import checked_path, gradient_probe
 from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
 from .squeeze_conv import SqueezeDynamicConv, StaticDepthwiseConv, build_value_conv, squeeze_conv_tokens
 
@@ -154,14 +154,8 @@ class LinearAttention(TokenMixer):
         key = (self.kernel, x.device, x.dtype, grad, x.numel() >= AUTO_COMPILE_MIN_ELEMENTS)
         path = resolve_once(self._kernel_paths, key, lambda: select_linear_kernel(
             self.kernel, x.device, x.numel(), grad, trainable_triton=self.focusing is None))
-        if path == 'torch':
-            return path
-        if not fast_path_ok(path, x.device, x.dtype, lambda: self.self_check_outputs(path, x, grid_size, rope)):
-            return 'torch'
-        if grad and not fast_path_ok(f'{path} backward', x.device, x.dtype,
-                                     lambda: self.self_check_outputs(path, x, grid_size, rope, gradients=True)):
-            return 'torch'
-        return path
+        return checked_path(path, x.device, x.dtype, grad,
+                            lambda gradients: self.self_check_outputs(path, x, grid_size, rope, gradients=gradients))
 
     def attend(self, qkv_flat: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor],
                path: str, dtype: torch.dtype) -> torch.Tensor:

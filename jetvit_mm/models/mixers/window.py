@@ -17,7 +17,7 @@ from .kernels import (
     resolve_once,
     select_window_kernel,
 )
-from .kernels.selfcheck import fast_path_ok, gradient_probe
+from .kernels.selfcheck import checked_path, gradient_probe
 from .kernels.window_compiled import padded_window_attention
 from .kernels.window_flex import window_block_mask
 from .rope import check_num_tokens, rotate_query_key
@@ -153,14 +153,8 @@ class WindowAttention(TokenMixer):
         key = (self.kernel, x.device, x.dtype, grad, dropout, x.numel() >= AUTO_COMPILE_MIN_ELEMENTS)
         path = resolve_once(self._kernel_paths, key, lambda: select_window_kernel(
             self.kernel, x.device, x.numel(), grad, dropout))
-        if path == 'torch':
-            return path
-        if not fast_path_ok(path, x.device, x.dtype, lambda: self.self_check_outputs(path, x, grid_size, rope)):
-            return 'torch'
-        if grad and not fast_path_ok(f'{path} backward', x.device, x.dtype,
-                                     lambda: self.self_check_outputs(path, x, grid_size, rope, gradients=True)):
-            return 'torch'
-        return path
+        return checked_path(path, x.device, x.dtype, grad,
+                            lambda gradients: self.self_check_outputs(path, x, grid_size, rope, gradients=gradients))
 
     def attend(self, qkv: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor],
                path: str) -> torch.Tensor:

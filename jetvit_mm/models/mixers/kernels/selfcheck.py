@@ -73,3 +73,17 @@ def gradient_probe(attend: Callable[[torch.Tensor, str], torch.Tensor], qkv: tor
 def forget_verdicts() -> None:
     """Check every kernel afresh at its next use (tests; after changing a kernel's code at run time)."""
     _VERDICTS.clear()
+
+
+def checked_path(path: str, device: torch.device, dtype: torch.dtype, grad: bool,
+                 outputs: Callable[[bool], Tuple[torch.Tensor, torch.Tensor]]) -> str:
+    """``path`` held to its self-check verdicts on ``device`` and ``dtype`` (:func:`fast_path_ok`): the forward's, and
+    with ``grad`` the backward's (``outputs(gradients)``: the path's and the torch path's outputs, or gradients);
+    ``'torch'`` where one fails."""
+    if path == 'torch':
+        return path
+    if not fast_path_ok(path, device, dtype, lambda: outputs(False)):
+        return 'torch'
+    if grad and not fast_path_ok(f'{path} backward', device, dtype, lambda: outputs(True)):
+        return 'torch'
+    return path
