@@ -9,8 +9,8 @@ install:
 demo: install
 	$(PY) tools/demo.py
 
-test: install
-	$(PY) -m pytest -q
+test: install  # two pytest workers (the machines have 2 cores; a file's tests share one worker and its fixtures)
+	$(PY) -m pytest -q -n 2 --dist loadfile
 	$(PY) -m ruff check .
 
 test-unit:  # the in-process tests only (pytest -m unit; `make test` runs them and the integration runs)
