@@ -297,6 +297,7 @@ def test_dcp_metadata_payload_never_runs_on_a_plain_load(tmp_path):
     from mmengine.runner import load_checkpoint
 
     from jetvit_mm.mm import load_local_checkpoint
+    from jetvit_mm.mm.checkpoint import runner_checkpoint_loading
     from jetvit_mm.models.checkpoints import UnsafeCheckpointError
 
     markers = tmp_path / 'markers'
@@ -306,12 +307,21 @@ def test_dcp_metadata_payload_never_runs_on_a_plain_load(tmp_path):
     (tmp_path / 'iter_2.dcp' / '.metadata').write_bytes(dotted_global_payload(markers / 'metadata_ran'))
     refused = (r'iter_2\.dcp/\.metadata: refused the Python global '
                r'torch\.distributed\.checkpoint\.filesystem\.os\.system')
-    for load in (lambda: load_local_checkpoint(str(path)),
-                 lambda: load_checkpoint(torch.nn.Linear(1, 1), str(path))):  # mmengine's loader
+    def runner_load():  # mmengine's loader as our runner (JetViTRunner.load_checkpoint) sets it up
+        with runner_checkpoint_loading():
+            load_checkpoint(torch.nn.Linear(1, 1), str(path))
+
+    for load in (lambda: load_local_checkpoint(str(path)), runner_load):
         with pytest.raises(Exception) as failed:
             load()
         assert_no_marker(markers)
         assert failed.type is UnsafeCheckpointError and re.search(refused, str(failed.value)), failed.value
+    # mmengine's own loader, untouched by the plugin's import, never follows the .pth into the .dcp directory
+    try:
+        load_checkpoint(torch.nn.Linear(1, 1), str(path))
+    except Exception:  # noqa: BLE001 (whatever mmengine says of a stub .pth: the point is the payload never ran)
+        pass
+    assert_no_marker(markers)
 
 
 @pytest.mark.integration

@@ -28,6 +28,7 @@ from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_o
 from jetvit_mm.cli import count as count_arg
 from jetvit_mm.mm.launch import LAUNCHERS, build_runner, process_group_teardown, read_config
 from jetvit_mm.mm.search_runner import declared_letters
+from jetvit_mm.search.latency import read_latency_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,6 +128,8 @@ def search_config(args: argparse.Namespace) -> Config:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     cfg = search_config(args)
+    if args.latency_table is not None:  # a bad table is refused before the runner builds or loads anything
+        read_latency_table(Path(args.latency_table), declared_letters(cfg))
     with process_group_teardown():
         return build_runner(cfg).val()
 
