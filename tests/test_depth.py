@@ -140,10 +140,16 @@ def test_depth_checkpoint_of_another_arch_is_refused_and_inherit_mlp_resets(tmp_
     import jetvit_mm.mm  # noqa: F401  (reads old runner checkpoints' saved config, as for a real runner checkpoint)
 
     source = JetViTDepthAnything(arch='WWFF', **TINY, **TINY_HEAD)
-    for old in (False, True):  # the arch spec in the state dict; a checkpoint written before specs: its config
-        state = {f'backbone.{k}': v for k, v in source.backbone.state_dict().items() if not (old and k == SPEC_KEY)}
-        state.update({f'decode_head.{k}': v for k, v in source.depth_head.state_dict().items()})
-        cfg = "model = dict(type='DepthEstimator', backbone=dict(type='JetViT', arch='WWFF'), decode_head=dict())\n"
+    cfg = "model = dict(type='DepthEstimator', backbone=dict(type='JetViT', arch='WWFF'), decode_head=dict())\n"
+    head = {f'decode_head.{k}': v for k, v in source.depth_head.state_dict().items()}
+    # a checkpoint written before specs (its arch only in its saved config): refused, naming the arch and converter
+    old = {f'backbone.{k}': v for k, v in source.backbone.state_dict().items() if k != SPEC_KEY}
+    torch.save({'state_dict': {**old, **head}, 'meta': {'cfg': cfg}}, tmp_path / 'old.pth')
+    for arch in ('FFFF', 'WWFF'):
+        with pytest.raises(ValueError, match=r"arch 'WWFF'.*tools/upgrade_checkpoint\.py"):
+            JetViTDepthAnything(arch=arch, checkpoint=tmp_path / 'old.pth', **TINY, **TINY_HEAD)
+    for _ in (0, ):  # the arch spec in the state dict
+        state = {**{f'backbone.{k}': v for k, v in source.backbone.state_dict().items()}, **head}
         torch.save({'state_dict': state, 'meta': {'cfg': cfg}}, tmp_path / 'iter_1.pth')
         with pytest.raises(ValueError, match="arch 'WWFF'"):
             JetViTDepthAnything(arch='FFFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
