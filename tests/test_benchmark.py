@@ -169,7 +169,8 @@ def test_freeze_is_on_while_the_benchmark_runs_and_restored_after(fails):
         if fails:
             raise RuntimeError('stopped mid-benchmark')
 
-    entries = model_entries(jetvit_kwargs({'window_size': 2, **TINY}, 'unused'), ['LWF'], add_teacher=False)
+    kwargs = jetvit_kwargs({**TINY, 'mixers': default_mixers(W=dict(window_size=2))}, 'unused')
+    entries = model_entries(kwargs, ['LWF'], add_teacher=False)
     with inductor_config.patch(freezing=False):  # the process's setting, whatever an earlier test left
         with pytest.raises(RuntimeError, match='stopped') if fails else contextlib.nullcontext():
             benchmark_models(entries, sizes=[(32, 32)], memory=False, profile=False, on_round=on_round,

@@ -96,10 +96,10 @@ def test_a_mixer_that_inherits_nothing_joins_the_supernet_with_its_own_init(pool
     from .test_supernet import TINY
     teacher = _teacher_state()
     torch.save(teacher, tmp_path / 'teacher.pth')
+    tiny = dict(TINY, mixers={**TINY_TABLE, 'W': TINY['mixers']['W']})  # the plugin's letters, TINY's W window
     distiller = MODELS.build(dict(type='FeatureDistiller',  # the student starts from the teacher's weights
-                                  teacher=dict(type='JetViT', mixers=TINY_TABLE, checkpoint=tmp_path / 'teacher.pth',
-                                               **TINY),
-                                  student=dict(type='JetViTSupernet', search_space='LPC', mixers=TINY_TABLE, **TINY)))
+                                  teacher=dict(type='JetViT', checkpoint=tmp_path / 'teacher.pth', **tiny),
+                                  student=dict(type='JetViTSupernet', search_space='LPC', **tiny)))
     for i, block in enumerate(distiller.student.blocks):
         candidates = block.attn.candidates
         assert isinstance(candidates['C'], pooled.DepthwiseConvMixer)
@@ -108,9 +108,9 @@ def test_a_mixer_that_inherits_nothing_joins_the_supernet_with_its_own_init(pool
             assert torch.equal(candidates[letter].proj.weight, teacher[f'blocks.{i}.attn.proj.weight'])
             assert torch.equal(candidates[letter].qkv.weight, teacher[f'blocks.{i}.attn.qkv.weight'])
     subnet = distiller.student.extract_subnet('CLPC')
-    hybrid = JetViT(arch='CLPC', mixers=TINY_TABLE, **TINY)
+    hybrid = JetViT(arch='CLPC', **tiny)
     hybrid.load_jetvit_state_dict(subnet.state_dict(), source='hybrid')  # strict: the C keys are its own
-    from_teacher = JetViT(arch='CLPC', mixers=TINY_TABLE, **TINY)
+    from_teacher = JetViT(arch='CLPC', **tiny)
     from_teacher.load_jetvit_state_dict(teacher, source='teacher')
     assert from_teacher.blocks[0].attn.proj.weight.abs().max() == 0
     assert torch.equal(from_teacher.blocks[1].attn.proj.weight, teacher['blocks.1.attn.proj.weight'])

@@ -18,6 +18,7 @@ from mmengine.registry import DefaultScope
 from PIL import Image
 
 from jetvit_mm.mm import load_local_checkpoint
+from jetvit_mm.models.mixers import default_mixers
 
 from .conftest import REPO, run_tool
 
@@ -198,8 +199,10 @@ def test_probe_config_protocol(name):
     size, data = name.split('_')
     model = cfg.model
     assert model.type == 'EncoderDecoder'
-    assert dict(model.backbone) == dict(type='JetViT', model_name=f'dinov3_vit{size[0]}16', arch=None, checkpoint=None,
-                                        out_indices=(-1, ), frozen=True)
+    backbone = dict(model.backbone)
+    assert backbone.pop('mixers') == default_mixers(W=dict(window_size=16))  # the model's letters, declared in full
+    assert backbone == dict(type='JetViT', model_name=f'dinov3_vit{size[0]}16', arch=None, checkpoint=None,
+                            out_indices=(-1, ), frozen=True)
     head = model.decode_head
     assert head.type == 'LinearProbeHead' and head.in_channels == {'base': 768, 'large': 1024}[size]
     assert head.dropout_ratio == 0.1 and head.loss_decode.type == 'mmseg.CrossEntropyLoss'

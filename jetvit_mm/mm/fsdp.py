@@ -120,6 +120,8 @@ class FSDP2Runner(JetViTRunner):
     :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`, registered here. The data checks, CPU set-up and
     safe loading are :class:`~jetvit_mm.mm.runner.JetViTRunner`'s."""
 
+    shards_with_fsdp2 = True
+
     def register_hooks(self, default_hooks=None, custom_hooks=None) -> None:
         super().register_hooks(default_hooks, custom_hooks)
         if isinstance(self.model, FSDP2Wrapper) and not any(isinstance(h, FSDP2CheckpointHook) for h in self.hooks):

@@ -56,6 +56,8 @@ class JetViTRunner(CheckedDataMixin, Runner):
     """mmengine's runner with checked data, CPU-only distributed training and this project's safe checkpoint loading
     (see the module's documentation); what ``configs/_base_`` names as ``runner_type``."""
 
+    shards_with_fsdp2 = False  # FSDP2Runner: the runner an FSDP2Wrapper needs
+
     def register_default_hooks(self, hooks: Optional[Dict[str, Any]] = None) -> None:
         """mmengine's default hooks plus this project's (:data:`JETVIT_DEFAULT_HOOKS`: the arch spec in every
         checkpoint's meta, the runner state as plain data, the tensors' digest), merged with the config's
@@ -70,8 +72,7 @@ class JetViTRunner(CheckedDataMixin, Runner):
     def wrap_model(self, model_wrapper_cfg: Optional[Dict], model: torch.nn.Module) -> Any:
         wrapper = dict(model_wrapper_cfg or {})
         if str(wrapper.get('type', '')).split('.')[-1] == 'FSDP2Wrapper':
-            from .fsdp import FSDP2Runner
-            if not isinstance(self, FSDP2Runner):
+            if not self.shards_with_fsdp2:
                 raise ValueError(f"model_wrapper_cfg.type='FSDP2Wrapper' needs runner_type='FSDP2Runner' in the "
                                  f"config (got {type(self).__name__}): its weights are initialised and synced "
                                  f"before sharding, and its checkpoints gathered on every rank")
