@@ -325,14 +325,14 @@ def test_dcp_metadata_payload_never_runs_on_a_plain_load(tmp_path):
 
 
 @pytest.mark.integration
-def test_dcp_metadata_payload_never_runs_through_the_search_tool(tmp_path):
+def test_dcp_metadata_payload_never_runs_through_the_search_tool(tiny_cityscapes, tmp_path):
     markers = tmp_path / 'markers'
     markers.mkdir()
     path = tmp_path / 'iter_2.pth'
     write_sharded(path)
     (tmp_path / 'iter_2.dcp' / '.metadata').write_bytes(dotted_global_payload(markers / 'metadata_ran'))
     proc = run_tool('search.py', PROBE, path, '--metric', 'distill_loss', '--work-dir', tmp_path / 'search',
-                    check=False)
+                    '--cfg-options', f'val_dataloader.dataset.data_root={tiny_cityscapes}', check=False)
     assert_no_marker(markers)
     assert proc.returncode != 0 and 'refused the Python global' in proc.stderr, proc.stderr[-3000:]
 

@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .workflow import Arg, FileText, Join, Stage, Workflow, python_tool
+from .workflow import CONFIG_LOCK, Arg, FileText, Join, Stage, Workflow, python_tool
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = ('seg', 'depth', 'det')
@@ -99,7 +99,8 @@ def _config(path: Path):
         warnings.simplefilter('ignore')
         from mmengine.config import Config
 
-        return Config.fromfile(str(path))
+        with CONFIG_LOCK:  # mmengine's config reader is not thread-safe
+            return Config.fromfile(str(path))
 
 
 def loader_roots(config: Path, data_root: Optional[Path], splits: Sequence[str] = ('train', 'val', 'test')

@@ -31,7 +31,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 MARKER = '.stage.json'  # written when a stage succeeded
 STARTED = '.stage_started.json'  # written when it starts: a later run with the same fingerprint resumes it
 
-_CONFIG_LOCK = threading.Lock()
+CONFIG_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def _config_text(path: Path) -> str:
     if not re.search(r'^_base_\s*=', text, re.MULTILINE):  # a script that names _base_ is no config
         return text
     try:
-        with _CONFIG_LOCK, warnings.catch_warnings():  # mmengine's reader is not thread-safe (the demo's threads)
+        with CONFIG_LOCK, warnings.catch_warnings():  # mmengine's reader is not thread-safe (the demo's threads)
             warnings.simplefilter('ignore')
             from mmengine.config import Config
 

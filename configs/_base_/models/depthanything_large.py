@@ -12,6 +12,9 @@ model = dict(
         model_name='dinov2_vitl14',
         arch=None,  # None = 'F' * 24: DepthAnythingV2-L itself
         checkpoint=None,  # or give the weights here (any supported format) instead of the test checkpoint
+        # the mixer table (the distillation's, ./distill_depthanything_large.py): its options are set here
+        mixers=dict(L=dict(type='LinearAttention', conv='squeeze', kernel_size=3),
+                    W=dict(type='WindowAttention', window_size=16), F=dict(type='FullAttention')),
         frozen=True),
     decode_head=dict(type='DPTDepthHead', in_channels=1024, preset='vitl', checkpoint=None),
     train_cfg=dict(),

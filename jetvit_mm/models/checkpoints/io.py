@@ -26,6 +26,12 @@ def read_checkpoint(path: Union[str, Path], mmap: bool = False) -> Tuple[Dict[st
         return _unwrap(_load_safetensors(path), path), {}
     raw = _load_pth(path, mmap=mmap)
     meta = raw.get('meta', {}) if isinstance(raw, dict) and isinstance(raw.get('meta'), dict) else {}
+    if meta.get('fsdp2_sharded'):  # an FSDP2 runner checkpoint: its weights are in the .dcp directory it names
+        loader = fallback_loader()
+        if loader is None:
+            raise UnsafeCheckpointError(f'{path} is a sharded FSDP2 checkpoint (its weights in '
+                                        f'{meta["fsdp2_sharded"]}): `import jetvit_mm.mm` registers its reader')
+        raw = loader(str(path))
     return _unwrap(raw, path), meta
 
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from jetvit_mm.mm.workflow import Stage
+from jetvit_mm.mm.workflow import CONFIG_LOCK, Stage
 from jetvit_mm.models.token_reduction import parse_cluster_spec
 from jetvit_mm.testing.context_seg import CONTEXT_SEG_SPLITS, TASKS, make_context_seg
 
@@ -82,7 +82,8 @@ def small_probe_options() -> List[str]:
         warnings.simplefilter('ignore', UserWarning)
         from mmengine.config import Config
 
-        backbone = Config.fromfile(SMALL_TEACHER_CFG).model.backbone
+        with CONFIG_LOCK:  # mmengine's config reader is not thread-safe (the demo's steps run in threads)
+            backbone = Config.fromfile(SMALL_TEACHER_CFG).model.backbone
     return [f'model.backbone.embed_dim={backbone.embed_dim}', f'model.backbone.num_heads={backbone.num_heads}',
             f'model.decode_head.in_channels={backbone.embed_dim}']
 
