@@ -148,22 +148,22 @@ def test_depth_checkpoint_of_another_arch_is_refused_and_inherit_mlp_resets(tmp_
     for arch in ('FFFF', 'WWFF'):
         with pytest.raises(ValueError, match=r"arch 'WWFF'.*tools/upgrade_checkpoint\.py"):
             JetViTDepthAnything(arch=arch, checkpoint=tmp_path / 'old.pth', **TINY, **TINY_HEAD)
-    for _ in (0, ):  # the arch spec in the state dict
-        state = {**{f'backbone.{k}': v for k, v in source.backbone.state_dict().items()}, **head}
-        torch.save({'state_dict': state, 'meta': {'cfg': cfg}}, tmp_path / 'iter_1.pth')
-        with pytest.raises(ValueError, match="arch 'WWFF'"):
-            JetViTDepthAnything(arch='FFFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
-        exported = torch.load(export_mmseg_checkpoint(tmp_path / 'iter_1.pth', tmp_path / 'exported.pth'),
-                              weights_only=True)
-        assert exported['meta']['jetvit_specs']['backbone']['arch'] == 'WWFF'
-        assert ArchSpec.from_tensor(exported['state_dict'][f'backbone.{SPEC_KEY}']).arch == 'WWFF'
-        loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
-        assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
-        # its W window (default 16) is checked too: no parameters tell it
-        with pytest.raises(ValueError, match='built with mixers.W.window_size=16, but this model has '
-                                             'mixers.W.window_size=8'):
-            JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth',
-                                mixers=default_mixers(W=dict(window_size=8)), **TINY, **TINY_HEAD)
+    # the arch spec in the state dict
+    state = {**{f'backbone.{k}': v for k, v in source.backbone.state_dict().items()}, **head}
+    torch.save({'state_dict': state, 'meta': {'cfg': cfg}}, tmp_path / 'iter_1.pth')
+    with pytest.raises(ValueError, match="arch 'WWFF'"):
+        JetViTDepthAnything(arch='FFFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
+    exported = torch.load(export_mmseg_checkpoint(tmp_path / 'iter_1.pth', tmp_path / 'exported.pth'),
+                          weights_only=True)
+    assert exported['meta']['jetvit_specs']['backbone']['arch'] == 'WWFF'
+    assert ArchSpec.from_tensor(exported['state_dict'][f'backbone.{SPEC_KEY}']).arch == 'WWFF'
+    loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
+    assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)
+    # its W window (default 16) is checked too: no parameters tell it
+    with pytest.raises(ValueError, match='built with mixers.W.window_size=16, but this model has '
+                                         'mixers.W.window_size=8'):
+        JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth',
+                            mixers=default_mixers(W=dict(window_size=8)), **TINY, **TINY_HEAD)
 
     # a segmentation checkpoint (backbone.* + a probe's decode_head.*) is not turned into a depth checkpoint
     seg = {k: v for k, v in state.items() if k.startswith('backbone.')}
