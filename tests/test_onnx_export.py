@@ -117,6 +117,44 @@ def test_masked_window_attention_equals_the_windowed_one(grid):
                                window_attention(qkv, grid, window, heads, P), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize('grid,prefix', [((5, 7), 5), ((8, 8), 0), ((3, 9), 1), ((10, 14), 5)])
+@pytest.mark.parametrize('rotate_half', [True, False])
+def test_fixed_grid_window_attention_equals_the_windowed_one(grid, prefix, rotate_half):
+    """The fixed-size export's W formulation (own projections, token-major RoPE, windows by one transpose each) on
+    grids a multiple of the window, padded ones and a side shorter than the window, both RoPE layouts."""
+    from jetvit_mm.models.mixers.window import WindowAttention, window_attention
+    from jetvit_mm.models.mixers.window_export import fixed_grid_window_attention
+
+    mixer = perturbed(WindowAttention(32, 2, num_prefix_tokens=prefix, window_size=4, rotate_half=rotate_half))
+    x, rope = torch.randn(2, prefix + grid[0] * grid[1], 32), torch.randn(grid[0] * grid[1], 32)
+    window = (min(4, grid[0]), min(4, grid[1]))
+    with torch.no_grad():
+        got = fixed_grid_window_attention(*mixer.projections(x), grid, window, 2, prefix, rope, rotate_half)
+        expected = window_attention(mixer.qkv(x), grid, window, 2, prefix, rope, rotate_half)
+        unrotated = window_attention(mixer.qkv(x), grid, window, 2, prefix, None, rotate_half)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(expected, unrotated, atol=1e-3)  # RoPE changes the result: it was applied
+
+
+@pytest.mark.parametrize('conv', ['squeeze', 'static', 'token', 'none'])
+@pytest.mark.parametrize('prefix', [0, 1, 5])
+def test_exported_linear_attention_equals_the_torch_path(conv, prefix):
+    """The L layer's export formulation (own projections, a padded add of the conv term) against its torch path,
+    with RoPE in the numerator; and the F layer's export heads against the split of one qkv output."""
+    from jetvit_mm.models.mixers.full import FullAttention
+    from jetvit_mm.models.mixers.linear import LinearAttention
+
+    mixer = perturbed(LinearAttention(32, 2, num_prefix_tokens=prefix, conv=conv))
+    grid = (5, 7)
+    x, rope = torch.randn(2, prefix + 35, 32), torch.randn(35, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(mixer.exported_attend(x, grid, rope),
+                                   mixer.attend(mixer.qkv(x), grid, rope, 'torch', x.dtype), rtol=1e-5, atol=1e-6)
+        full = FullAttention(32, 2, num_prefix_tokens=prefix)
+        q, k, v = (t.transpose(1, 2).reshape(2, -1, 32) for t in full.heads(x))
+        torch.testing.assert_close(torch.cat(full.projections(x), dim=-1), torch.cat([q, k, v], dim=-1))
+
+
 @pytest.mark.integration
 def test_benchmark_times_onnxruntime_beside_torch_in_one_round_robin(monkeypatch):
     import jetvit_mm.benchmark.models as model_bench
@@ -224,26 +262,38 @@ def softmax_widths(path: Path) -> list:
     return widths
 
 
+def grouped_convs(path) -> list:
+    """The group counts of the graph's grouped Conv nodes (group > 1)."""
+    import onnx
+
+    groups = [next((a.i for a in node.attribute if a.name == 'group'), 1)
+              for node in onnx.load(str(path)).graph.node if node.op_type == 'Conv']
+    return [g for g in groups if g > 1]
+
+
 @pytest.mark.integration
 def test_fixed_size_export_keeps_the_windows_and_matches_torch(tmp_path):
-    """At a fixed input size the W layers are exported windowed: their softmax runs over a window's keys and the
-    prefix, not over all tokens; onnxruntime matches torch at that size and two batches (one the trace did not see),
-    on a grid larger than the window whose windows need padding."""
+    """At a fixed input shape the W layers are exported windowed (their softmax runs over a window's keys and the
+    prefix, not over all tokens) and each squeeze conv is one grouped conv over batch x channels; onnxruntime matches
+    torch at that shape, on a grid larger than the window whose windows need padding, and refuses another batch."""
     backbone = perturbed(JetViT(model_name='dinov3_vits16', arch='WLFW', out_indices=(1, 3), **TINY))
     module = ExportModule(backbone).eval()
-    grid, prefix = (10, 14), backbone.num_prefix_tokens  # 3 x 4 windows of 4 x 4, the last ones padded
-    fixed = export_onnx(module, tmp_path / 'fixed.onnx', 16, fixed_size=(16 * grid[0], 16 * grid[1]))
+    grid, prefix, batch = (10, 14), backbone.num_prefix_tokens, 3  # 3 x 4 windows of 4 x 4, the last ones padded
+    fixed = export_onnx(module, tmp_path / 'fixed.onnx', 16, fixed_size=(16 * grid[0], 16 * grid[1]), batch=batch)
     session = onnx_session(fixed)
-    for batch in (1, 3):
-        image = torch.randn(batch, 3, 16 * grid[0], 16 * grid[1])
-        with torch.no_grad():
-            expected = module(image)
-        for g, e in zip(run_onnx(session, image), expected):
-            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4 * float(e.abs().max()))
+    image = torch.randn(batch, 3, 16 * grid[0], 16 * grid[1])
+    with torch.no_grad():
+        expected = module(image)
+    for g, e in zip(run_onnx(session, image), expected):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4 * float(e.abs().max()))
+    with pytest.raises(Exception, match=r'(?i)dimension'):  # the graph's batch is static
+        run_onnx(session, image[:1])
     window_keys = 4 * 4 + prefix
     assert softmax_widths(fixed).count(window_keys) == 2  # each W layer's patch queries: their window and the prefix
+    assert grouped_convs(fixed) == [batch * 32]  # the one L layer's squeeze conv: batch x channels groups
     dynamic = export_onnx(module, tmp_path / 'dynamic.onnx', 16)
     assert window_keys not in softmax_widths(dynamic)  # any size: W as masked full attention
+    assert grouped_convs(dynamic) == []  # any batch: the squeeze conv as shifted products
 
 
 def test_fixed_size_must_be_whole_patches(tmp_path):
@@ -255,8 +305,9 @@ def test_fixed_size_must_be_whole_patches(tmp_path):
 @pytest.mark.integration
 def test_export_tool_checks_at_the_fixed_size_and_above_the_window(tmp_path):
     config = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
-    fixed = run_tool('export_onnx.py', config, '--out', tmp_path / 'fixed.onnx', '--fixed-size', 96, 160)
-    assert 'onnxruntime vs torch at 3x96x160' in fixed.stdout, fixed.stdout
+    fixed = run_tool('export_onnx.py', config, '--out', tmp_path / 'fixed.onnx', '--fixed-size', 96, 160,
+                     '--batch', 2)
+    assert 'onnxruntime vs torch at 2x96x160' in fixed.stdout, fixed.stdout
     dynamic = run_tool('export_onnx.py', config, '--out', tmp_path / 'dynamic.onnx')
     size = dynamic.stdout.split('onnxruntime vs torch at 3x')[1].split(':')[0]
     rows, cols = (int(side) // 16 for side in size.split('x'))

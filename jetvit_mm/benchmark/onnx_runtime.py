@@ -1,7 +1,7 @@
 """onnxruntime sessions of the benchmarked models, timed beside torch in the same interleaved run
 (``tools/benchmark.py models --onnxruntime [dynamic|fixed]``): each model is exported once (dynamic batch and grid,
 :func:`jetvit_mm.deploy.export_onnx`) and run by a CPU session at every benchmarked size, or (``fixed``) exported once
-per size, its W layers keeping their windows."""
+per size and batch (static shapes), its W layers keeping their windows and its squeeze convs one grouped conv."""
 import tempfile
 from pathlib import Path
 from typing import Callable, Dict, Sequence, Tuple
@@ -19,7 +19,7 @@ ORT_SUFFIX = ' (onnxruntime)'
 def onnx_calls(models: Dict[str, nn.Module], sizes: Sequence[Tuple[int, int]], batch: int, threads: int,
                device: torch.device, dtype: torch.dtype, fixed: bool = False) -> Dict[str, Callable[[], object]]:
     """``{'<H>x<W> <label> (onnxruntime)': call}`` for every model and size (fp32 on the CPU only); ``fixed``: one
-    export per size (:func:`~jetvit_mm.deploy.export_onnx`'s ``fixed_size``)."""
+    export per size at ``batch`` (:func:`~jetvit_mm.deploy.export_onnx`'s ``fixed_size``)."""
     if device.type != 'cpu' or dtype != torch.float32:
         raise ValueError('--onnxruntime times onnxruntime\'s CPU session in fp32: use --device cpu --dtype fp32')
     folder = Path(tempfile.mkdtemp(prefix='jetvit_onnx_'))
@@ -29,7 +29,7 @@ def onnx_calls(models: Dict[str, nn.Module], sizes: Sequence[Tuple[int, int]], b
         sessions = {}
         for h, w in (sizes if fixed else sizes[:1]):
             path = export_onnx(ExportModule(model), folder / f'{len(calls)}_{h}x{w}.onnx', patch,
-                               fixed_size=(h, w) if fixed else None)
+                               fixed_size=(h, w) if fixed else None, batch=batch)
             sessions[(h, w)] = onnx_session(path, threads or None)
         for h, w in sizes:
             session = sessions[(h, w) if fixed else sizes[0]]

@@ -3,8 +3,10 @@
 The export uses ``torch.onnx.export(dynamo=True)`` (``torch.export``): under it the model takes its export
 formulations (:mod:`jetvit_mm.models.tracing`): RoPE and DINOv2 position embeddings from the symbolic grid, the
 squeeze conv as shifted products, W as masked full attention. With a fixed input size (``fixed_size``) the W layers
-keep their windows instead, so the exported hybrid is as fast as its arch (a W at full attention's cost made the 2F
-hybrid slower than the teacher in onnxruntime). The TorchScript exporter is refused by the model.
+keep their windows instead and the batch is fixed as well, so the squeeze conv is one grouped conv (its group
+count is batch x channels) instead of shifted products: the exported hybrid is as fast as its arch (a W at full
+attention's cost made the 2F hybrid slower than the teacher in onnxruntime). The TorchScript exporter is refused by
+the model.
 onnx, onnxscript and onnxruntime are the optional ``deploy`` extra (``pip install -e .[deploy]``).
 
 The output path is tried before the export (:func:`check_writable`) and the file written atomically; the check
@@ -24,6 +26,7 @@ from jetvit_mm.models.tracing import fixed_grid_export
 
 INPUT_NAME = 'image'
 MAX_GRID = 512  # the largest grid side the exported graph accepts (patches)
+DEFAULT_OPSET = 20  # ONNX's own Gelu op (opset 20): onnxruntime runs it as one kernel, not five elementwise ops
 
 
 class ExportModule(nn.Module):
@@ -90,26 +93,29 @@ def _save_atomically(program, path: Path) -> None:
 
 
 def export_onnx(module: nn.Module, path: Union[str, Path], patch_size: int, sample_grid: Tuple[int, int] = (5, 7),
-                sample_batch: int = 2, opset: int = 18, fixed_size: Optional[Tuple[int, int]] = None) -> Path:
+                sample_batch: int = 2, opset: int = DEFAULT_OPSET, fixed_size: Optional[Tuple[int, int]] = None,
+                batch: int = 1) -> Path:
     """Write ``module`` (eval mode, fp32) to ``path`` with dynamic batch and a dynamic grid of ``patch_size``
     patches; the sample input (``sample_batch`` images of ``sample_grid`` patches) only drives the trace. With
-    ``fixed_size`` (height, width in pixels) the graph takes that size only and the W layers keep their windows
-    (:func:`~jetvit_mm.models.tracing.fixed_grid_export`): the deployment export of a W hybrid. ``path`` is tried
+    ``fixed_size`` (height, width in pixels) the graph takes ``batch`` images of that size only, and the W layers
+    keep their windows and the squeeze conv is one grouped conv
+    (:func:`~jetvit_mm.models.tracing.fixed_grid_export`): the deployment export of a hybrid. ``path`` is tried
     before the export (:func:`check_writable`: ValueError) and written atomically."""
     _requirement('onnxscript')
     path = check_writable(path)
     module = module.eval()
-    batch = torch.export.Dim('batch', min=1, max=1024)
     if fixed_size is None:
         h, w = sample_grid
         sample = torch.randn(sample_batch, 3, h * patch_size, w * patch_size)
         rows, cols = torch.export.Dim('rows', min=1, max=MAX_GRID), torch.export.Dim('cols', min=1, max=MAX_GRID)
-        dynamic = {'image': {0: batch, 2: patch_size * rows, 3: patch_size * cols}}
+        dynamic = {'image': {0: torch.export.Dim('batch', min=1, max=1024), 2: patch_size * rows,
+                             3: patch_size * cols}}
     else:
         if any(side % patch_size for side in fixed_size):
             raise ValueError(f'fixed_size {tuple(fixed_size)} must be multiples of the patch size {patch_size}')
-        sample = torch.randn(sample_batch, 3, *fixed_size)
-        dynamic = {'image': {0: batch}}
+        if batch < 1:
+            raise ValueError(f'batch must be a positive number of images, got {batch}')
+        sample, dynamic = torch.randn(batch, 3, *fixed_size), None  # every dimension static
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad(), (fixed_grid_export() if fixed_size is not None else contextlib.nullcontext()):
         with torch.inference_mode(False):

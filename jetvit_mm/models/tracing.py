@@ -27,15 +27,17 @@ def exporting() -> bool:
 
 
 def exporting_symbolic_grid() -> bool:
-    """True while ``torch.export`` traces the model with a symbolic patch grid (any input size): what the W layers
-    ask before replacing their windows by a masked full attention. False under :func:`fixed_grid_export`."""
+    """True while ``torch.export`` traces the model with a symbolic shape (any batch and input size): what the W
+    layers ask before replacing their windows by a masked full attention, and the squeeze conv before replacing its
+    grouped conv by shifted products. False under :func:`fixed_grid_export`."""
     return torch.compiler.is_exporting() and not _FIXED_GRID[0]
 
 
 @contextlib.contextmanager
 def fixed_grid_export() -> Iterator[None]:
-    """An export at one input size (static height and width): the W layers keep their windows (the number of
-    windows is a constant of the graph), so an exported W costs window attention, not full attention."""
+    """An export at one input shape (static batch, height and width): the W layers keep their windows (the number of
+    windows is a constant of the graph), so an exported W costs window attention, not full attention, and the squeeze
+    conv is one grouped conv (its group count, batch x channels, a constant), not ``k * k`` shifted products."""
     previous, _FIXED_GRID[0] = _FIXED_GRID[0], True
     try:
         yield

@@ -30,7 +30,10 @@ declares it is built, :mod:`~jetvit_mm.models.mixers.contract`):
 from typing import Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+
+from ..tracing import exporting
 
 INHERITS = ('qkv_proj', 'none')
 COMMON_ARGS = ('dim', 'num_heads', 'qkv_bias', 'proj_bias', 'num_prefix_tokens', 'rotate_half', 'attn_drop',
@@ -59,6 +62,16 @@ class TokenMixer(nn.Module):
         self.proj_drop = nn.Dropout(proj_drop)
 
     def heads(self, x: torch.Tensor):
-        """q, k, v as ``[B, heads, N, head_dim]``."""
+        """q, k, v as ``[B, heads, N, head_dim]``; under torch.export from :meth:`projections` (same values)."""
         B, N, _ = x.shape
+        if exporting():
+            return tuple(t.reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2) for t in self.projections(x))
         return self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+
+    def projections(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k and v of ``x`` (``[B, N, D]`` each), each from its third of the ``qkv`` weight: the form an export
+        traces (the weight slices are constants of the graph, so no ``[B, N, 3 D]`` output is split and copied)."""
+        D = x.shape[-1]
+        weight, bias = self.qkv.weight, self.qkv.bias
+        return tuple(F.linear(x, weight[i * D:(i + 1) * D], None if bias is None else bias[i * D:(i + 1) * D])
+                     for i in range(3))

@@ -4,6 +4,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from ..tracing import exporting
 from .base import TokenMixer
 from .kernels import (
     AUTO_COMPILE_MIN_ELEMENTS,
@@ -143,6 +144,8 @@ class LinearAttention(TokenMixer):
         B, N, D = x.shape
         P = self.num_prefix_tokens
         check_num_tokens(N, P, grid_size)
+        if exporting():  # torch.export / ONNX: the torch path's values in the operations a graph runtime runs fastest
+            return self.proj_drop(self.proj(self.exported_attend(x, grid_size, rope)))
         qkv_flat = self.qkv(x)
         path = self.kernel_path(x, grid_size, rope)
         return self.proj_drop(self.proj(self.attend(qkv_flat, grid_size, rope, path, x.dtype)))
@@ -188,6 +191,23 @@ class LinearAttention(TokenMixer):
         else:  # 'fused': traced by a surrounding torch.compile
             out = fused_linear_attention(*args)
         return out.to(dtype)
+
+    def exported_attend(self, x: torch.Tensor, grid_size: Tuple[int, int],
+                        rope: Optional[torch.Tensor]) -> torch.Tensor:
+        """What :meth:`attend` computes on the torch path, before ``proj``, from the mixer input ``x`` (``[B, N, D]``),
+        in the form the export traces: q, k and v from :meth:`projections` (no ``[B, N, 3 D]`` tensor is split or
+        copied), made head-major by one transpose each; the conv term from V's
+        patch tokens, added to a zero-padded copy (a pad and an add, not a scatter into a copy of the output)."""
+        B, N, D = x.shape
+        h, w = grid_size
+        P, H, C = self.num_prefix_tokens, self.num_heads, self.head_dim
+        q, k, v = self.projections(x)
+        q, k, v_heads = (t.reshape(B, N, H, C).transpose(1, 2) for t in (q, k, v))
+        out = self.linear_attention(q, k, v_heads, rope).transpose(1, 2).reshape(B, N, D).to(x.dtype)
+        if self.conv is None:
+            return out
+        conv = self.conv(v[:, P:].reshape(B, h, w, D).permute(0, 3, 1, 2)).flatten(2).transpose(1, 2)
+        return out + F.pad(conv.to(x.dtype), (0, 0, P, 0))
 
     def self_check_outputs(self, path: str, like: torch.Tensor, grid_size: Tuple[int, int],
                            rope: Optional[torch.Tensor], gradients: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:

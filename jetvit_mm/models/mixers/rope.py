@@ -59,6 +59,12 @@ def apply_rope_table(x: torch.Tensor, table: torch.Tensor, rotate_half: bool = T
     if tuple(table.shape[-2:]) != (x.shape[-2], 2 * x.shape[-1]):
         raise ValueError(f'rope table must have shape (num_tokens, 2 * head_dim) = ({x.shape[-2]}, '
                          f'{2 * x.shape[-1]}), got {tuple(table.shape)}')
+    return rotate_with_table(x, table, rotate_half)
+
+
+def rotate_with_table(x: torch.Tensor, table: torch.Tensor, rotate_half: bool = True) -> torch.Tensor:
+    """:func:`apply_rope_table`'s rotation with ``table`` broadcast against ``x`` as it is (no shape check), e.g.
+    a ``[N, 1, 2 * head_dim]`` table on token-major ``[B, N, heads, head_dim]``."""
     if not rotate_half:
         return apply_rot_embed_cat(x, table, half=False)
     sin, cos = table.chunk(2, dim=-1)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from timm.layers import trunc_normal_
 from torch import nn
 
-from ..tracing import exporting
+from ..tracing import exporting, exporting_symbolic_grid
 
 STATIC_KERNEL_STD = 0.02
 CONV_VARIANTS = ('squeeze', 'static', 'token', 'none')
@@ -111,8 +111,11 @@ def depthwise_per_image(v: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
     padding, same size)."""
     B, D, h, w = v.shape
     k = kernels.shape[-1]
-    if exporting():  # a grouped conv with groups = B * D cannot have a symbolic batch
+    if exporting_symbolic_grid():  # a grouped conv with groups = B * D cannot have a symbolic batch
         return per_image_depthwise_conv(v, kernels)
+    if exporting():  # one input shape (ONNX at a fixed size): one grouped conv, in the layout ONNX tensors have
+        out = F.conv2d(v.reshape(1, B * D, h, w), kernels.reshape(B * D, 1, k, k), padding=k // 2, groups=B * D)
+        return out.reshape(B, D, h, w)
     # images side by side as channels of one image, in channels-last layout: a view (no copy) when B == 1 and v
     # comes from tokens, and the layout the fast depthwise kernels take (NCHW here is ~20x slower on CPU)
     v = v.permute(2, 3, 0, 1).reshape(1, h, w, B * D).permute(0, 3, 1, 2)

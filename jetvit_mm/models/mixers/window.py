@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..tracing import exporting_symbolic_grid
+from ..tracing import exporting, exporting_symbolic_grid
 from .base import TokenMixer
 from .kernels import (
     AUTO_COMPILE_MIN_ELEMENTS,
@@ -21,8 +21,8 @@ from .kernels.selfcheck import checked_path, gradient_probe
 from .kernels.window_compiled import padded_window_attention
 from .kernels.window_flex import window_block_mask
 from .rope import check_num_tokens, rotate_query_key
-from .window_export import masked_window_attention
-from .window_layout import window_merge, window_partition
+from .window_export import fixed_grid_window_attention, masked_window_attention
+from .window_layout import window_key_mask, window_merge, window_partition
 
 
 def check_window_size(window_size: Any) -> None:
@@ -30,24 +30,6 @@ def check_window_size(window_size: Any) -> None:
     if isinstance(window_size, bool) or not isinstance(window_size, numbers.Integral) or window_size < 1:
         raise ValueError(f'window_size must be >= 1, an int (the W mixer\'s window side, in patches), got '
                          f'{window_size!r} ({type(window_size).__name__}); e.g. window_size=16')
-
-
-def window_key_mask(
-        batch: int,
-        grid_size: Tuple[int, int],
-        window: Tuple[int, int],
-        num_prefix_tokens: int,
-        device: torch.device,
-) -> Optional[torch.Tensor]:
-    """Boolean key mask ``[B * num_windows, 1, 1, P + wh * ww]`` (True = attend), None without padding."""
-    (h, w), (wh, ww) = grid_size, window
-    if h % wh == 0 and w % ww == 0:
-        return None
-    valid = torch.ones(1, 1, h * w, 1, dtype=torch.bool, device=device)
-    valid = window_partition(valid, grid_size, window)[:, 0, :, 0]  # padding is False
-    prefix = valid.new_ones(valid.shape[0], num_prefix_tokens)
-    mask = torch.cat([prefix, valid], dim=1)
-    return mask.repeat(batch, 1)[:, None, None, :]
 
 
 def window_attention(
@@ -136,6 +118,11 @@ class WindowAttention(TokenMixer):
         B, N, D = x.shape
         P = self.num_prefix_tokens
         check_num_tokens(N, P, grid_size)
+        if exporting() and not exporting_symbolic_grid():  # ONNX at one input shape: the windows, export-shaped
+            window = (min(self.window_size, grid_size[0]), min(self.window_size, grid_size[1]))
+            out = fixed_grid_window_attention(*self.projections(x), tuple(grid_size), window, self.num_heads, P,
+                                              rope, self.rotate_half)
+            return self.proj_drop(self.proj(out))
         qkv = self.qkv(x)
         if exporting_symbolic_grid():  # ONNX at any size: the same attention as one masked full attention
             out = masked_window_attention(qkv, tuple(grid_size), self.window_size, self.num_heads, P, rope,

@@ -1,17 +1,24 @@
-"""Window attention as masked full attention, for a symbolic patch grid (``torch.export`` / ONNX).
+"""Window attention in the forms ``torch.export`` (ONNX) traces: masked full attention for a symbolic patch grid,
+windows for a fixed one.
 
 The windowed formulation reshapes tokens by the number of windows, which ``torch.export`` can only trace with guards
 that fix the grid to the export size. Here every query attends over all tokens with a boolean mask built from the
 grid with tensor ops: a patch query sees the prefix tokens and the patches of its own window, a prefix query sees
 everything. The softmax runs over the same keys as :func:`~jetvit_mm.models.mixers.window.window_attention`, so the
 values are the same (fp32 rounding aside); the cost is full attention's, which is what an exported W layer pays.
+
+At a fixed grid (:func:`~jetvit_mm.models.tracing.fixed_grid_export`) :func:`fixed_grid_window_attention` keeps the
+windows, in the operations a graph runtime runs fastest: q, k and v from their own projections, RoPE in token-major
+layout, each windowed by one transpose, the prefix keys and values put in front of every window by one concat and
+no scatter.
 """
 from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 
-from .rope import rotate_query_key
+from .rope import check_rope, rope_table, rotate_query_key, rotate_with_table
+from .window_layout import window_key_mask
 
 
 def window_mask(grid_size: Tuple[int, int], window: int, num_prefix_tokens: int, device: torch.device) -> torch.Tensor:
@@ -41,3 +48,43 @@ def masked_window_attention(qkv: torch.Tensor, grid_size: Tuple[int, int], windo
     mask = window_mask(grid_size, window, num_prefix_tokens, qkv.device)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     return out.transpose(1, 2).reshape(B, N, D)
+
+
+def fixed_grid_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grid_size: Tuple[int, int],
+                                window: Tuple[int, int], num_heads: int, num_prefix_tokens: int,
+                                rope: Optional[torch.Tensor] = None, rotate_half: bool = True) -> torch.Tensor:
+    """:func:`~jetvit_mm.models.mixers.window.window_attention`'s values from the projections ``q``, ``k``, ``v``
+    (``[B, N, D]`` each, :meth:`~jetvit_mm.models.mixers.base.TokenMixer.projections`) at a static grid, with
+    ``window`` already clipped to the grid: heads merged, ``[B, N, D]``."""
+    B, N, D = q.shape
+    H, C, P = num_heads, D // num_heads, num_prefix_tokens
+    (h, w), (wh, ww) = grid_size, window
+    nh, nw = -(-h // wh), -(-w // ww)
+    q, k, v = (t.reshape(B, N, H, C) for t in (q, k, v))
+    if rope is not None:
+        check_rope(rope, h * w, C)
+        table = rope_table(rope.to(q.dtype), P, rotate_half)[:, None]  # [N, 1, 2 C]: every head
+        q, k = rotate_with_table(q, table, rotate_half), rotate_with_table(k, table, rotate_half)
+
+    def windows(t: torch.Tensor) -> torch.Tensor:  # patch tokens [B, N, H, C] -> [B * nh * nw, H, wh * ww, C]
+        grid = t[:, P:].reshape(B, h, w, H, C)
+        if (nh * wh, nw * ww) != (h, w):
+            grid = F.pad(grid, (0, 0, 0, 0, 0, nw * ww - w, 0, nh * wh - h))
+        grid = grid.reshape(B, nh, wh, nw, ww, H, C).permute(0, 1, 3, 5, 2, 4, 6)
+        return grid.reshape(B * nh * nw, H, wh * ww, C)
+
+    def with_prefix(t: torch.Tensor) -> torch.Tensor:  # the prefix tokens in front of every window
+        if P == 0:
+            return windows(t)
+        prefix = t[:, :P].transpose(1, 2)[:, None].expand(B, nh * nw, H, P, C).reshape(B * nh * nw, H, P, C)
+        return torch.cat([prefix, windows(t)], dim=2)
+
+    mask = window_key_mask(B, grid_size, window, P, q.device)
+    out = F.scaled_dot_product_attention(windows(q), with_prefix(k), with_prefix(v), attn_mask=mask)
+    out = out.reshape(B, nh, nw, H, wh, ww, C).permute(0, 1, 4, 2, 5, 3, 6).reshape(B, nh * wh, nw * ww, D)
+    out = out[:, :h, :w].reshape(B, h * w, D)
+    if P == 0:
+        return out
+    q_prefix, k_all, v_all = q[:, :P].transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    out_prefix = F.scaled_dot_product_attention(q_prefix, k_all, v_all).transpose(1, 2).reshape(B, P, D)
+    return torch.cat([out_prefix, out], dim=1)

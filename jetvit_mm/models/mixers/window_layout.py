@@ -50,3 +50,21 @@ def window_merge(x: torch.Tensor, batch: int, grid_size: Tuple[int, int], window
     x = x.reshape(batch, nh, nw, H, wh, ww, C).permute(0, 1, 4, 2, 5, 3, 6)
     x = x.reshape(batch, nh * wh, nw * ww, H * C)[:, :h, :w]
     return x.reshape(batch, h * w, H * C)
+
+
+def window_key_mask(
+        batch: int,
+        grid_size: Tuple[int, int],
+        window: Tuple[int, int],
+        num_prefix_tokens: int,
+        device: torch.device,
+) -> Optional[torch.Tensor]:
+    """Boolean key mask ``[B * num_windows, 1, 1, P + wh * ww]`` (True = attend), None without padding."""
+    (h, w), (wh, ww) = grid_size, window
+    if h % wh == 0 and w % ww == 0:
+        return None
+    valid = torch.ones(1, 1, h * w, 1, dtype=torch.bool, device=device)
+    valid = window_partition(valid, grid_size, window)[:, 0, :, 0]  # padding is False
+    prefix = valid.new_ones(valid.shape[0], num_prefix_tokens)
+    mask = torch.cat([prefix, valid], dim=1)
+    return mask.repeat(batch, 1)[:, None, None, :]
