@@ -196,8 +196,8 @@ class LinearAttention(TokenMixer):
                         rope: Optional[torch.Tensor]) -> torch.Tensor:
         """What :meth:`attend` computes on the torch path, before ``proj``, from the mixer input ``x`` (``[B, N, D]``),
         in the form the export traces: q, k and v from :meth:`projections` (no ``[B, N, 3 D]`` tensor is split or
-        copied), made head-major by one transpose each; the conv term from V's
-        patch tokens, added to a zero-padded copy (a pad and an add, not a scatter into a copy of the output)."""
+        copied), made head-major by one transpose each; the conv term from V's patch tokens, added to a zero-padded
+        copy (a pad and an add, not a scatter into a copy of the output)."""
         B, N, D = x.shape
         h, w = grid_size
         P, H, C = self.num_prefix_tokens, self.num_heads, self.head_dim
