@@ -122,7 +122,7 @@ def torch_core(mixer: LinearAttention, x: torch.Tensor, grid, rope) -> torch.Ten
     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
     out = mixer.linear_attention(q, k, v, rope).transpose(1, 2).reshape(B, N, D).to(x.dtype)
     if mixer.conv is not None:
-        out[:, P:] += mixer.value_conv(qkv, grid)
+        out[:, P:] += mixer.value_conv(qkv[:, :, 2].flatten(2), grid)
     return out
 
 
@@ -131,7 +131,7 @@ def fused_core(mixer: LinearAttention, x: torch.Tensor, grid, rope) -> torch.Ten
     P = mixer.num_prefix_tokens
     qkv = mixer.qkv(x)
     table = rotation_table(rope, P, mixer.rotate_half) if rope is not None and mixer.rope_numerator else None
-    conv = mixer.value_conv(qkv.reshape(B, N, 3, mixer.num_heads, mixer.head_dim), grid) if mixer.conv else None
+    conv = mixer.value_conv(qkv[..., 2 * (qkv.shape[-1] // 3):], grid) if mixer.conv else None
     return fused_linear_attention(qkv, table, conv, mixer.num_heads, P, mixer.eps, mixer.focusing, mixer.rotate_half)
 
 

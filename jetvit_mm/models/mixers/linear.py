@@ -170,8 +170,8 @@ class LinearAttention(TokenMixer):
         if path == 'torch':
             q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
             out = self.linear_attention(q, k, v, rope).transpose(1, 2).reshape(B, N, D3 // 3).to(dtype)
-            if self.conv is not None:
-                out[:, P:] += self.value_conv(qkv, grid_size)  # out: a fresh tensor no autograd node saved
+            if self.conv is not None:  # out: a fresh tensor no autograd node saved
+                out[:, P:] += self.value_conv(qkv_flat[..., 2 * (D3 // 3):], grid_size)
             return out
         table = None
         if rope is not None and self.rope_numerator:
@@ -206,8 +206,7 @@ class LinearAttention(TokenMixer):
         out = self.linear_attention(q, k, v_heads, rope).transpose(1, 2).reshape(B, N, D).to(x.dtype)
         if self.conv is None:
             return out
-        conv = self.conv(v[:, P:].reshape(B, h, w, D).permute(0, 3, 1, 2)).flatten(2).transpose(1, 2)
-        return out + F.pad(conv.to(x.dtype), (0, 0, P, 0))
+        return out + F.pad(self.value_conv(v, grid_size).to(x.dtype), (0, 0, P, 0))
 
     def self_check_outputs(self, path: str, like: torch.Tensor, grid_size: Tuple[int, int],
                            rope: Optional[torch.Tensor], gradients: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -237,17 +236,17 @@ class LinearAttention(TokenMixer):
         """The conv term for the fast paths: the squeeze conv as one pure function (compiled with ``'compile'``,
         traced by the outer compile with ``'fused'``), every other conv as :meth:`value_conv` (the Triton kernels
         compute the static and squeeze convs themselves: :meth:`kernel_conv_weights`)."""
+        D = qkv_flat.shape[-1] // 3
         if isinstance(self.conv, SqueezeDynamicConv) and path in ('compile', 'fused'):
-            D = qkv_flat.shape[-1] // 3
             args = (qkv_flat[:, self.num_prefix_tokens:, 2 * D:], grid_size, self.conv.fc1.weight,
                     self.conv.fc2.weight, self.conv.fc2.bias)
             return compiled(squeeze_conv_tokens)(*args) if path == 'compile' else squeeze_conv_tokens(*args)
-        B, N = qkv_flat.shape[:2]
-        return self.value_conv(qkv_flat.view(B, N, 3, self.num_heads, self.head_dim), grid_size)
+        return self.value_conv(qkv_flat[..., 2 * D:], grid_size)
 
-    def value_conv(self, qkv: torch.Tensor, grid_size: Tuple[int, int]) -> torch.Tensor:
-        """The conv term of the patch tokens, ``[B, h * w, D]``, from ``qkv`` as ``[B, N, 3, heads, head_dim]``."""
-        B, _, _, H, C = qkv.shape
+    def value_conv(self, v: torch.Tensor, grid_size: Tuple[int, int]) -> torch.Tensor:
+        """The conv term of the patch tokens, ``[B, h * w, D]``, from the values ``v`` of all tokens (``[B, N, D]``,
+        any strides, e.g. a view of the qkv output)."""
+        B, _, D = v.shape
         h, w = grid_size
-        v_grid = qkv[:, self.num_prefix_tokens:, 2].reshape(B, h, w, H * C).permute(0, 3, 1, 2)
+        v_grid = v[:, self.num_prefix_tokens:].reshape(B, h, w, D).permute(0, 3, 1, 2)
         return self.conv(v_grid).flatten(2).transpose(1, 2)
