@@ -219,6 +219,10 @@ def test_input_sizes_and_non_multiples_of_14():
     assert depth_anything_input_size(518, 518) == (518, 518)
     assert depth_anything_input_size(1000, 300) == (1722, 518)  # the short side reaches 518, never less
     assert depth_anything_input_size(50, 71) == (518, 742)
+    assert depth_anything_input_size(1, 4000, size=1) == (14, 4004)  # a sliver at its own short side (size=None)
+    with pytest.raises(ValueError, match=r'a 1x4000 image \(aspect ratio 4000:1\) resized to short side 518 would '
+                                         r'be 518x2072000, over 67108864 pixels'):
+        depth_anything_input_size(1, 4000)  # refused before any allocation
     torch.manual_seed(0)
     model = JetViTDepthAnything(**TINY, **TINY_HEAD, input_size=56).eval()
     with pytest.raises(ValueError, match='multiple of the patch size 14'):
@@ -233,6 +237,8 @@ def test_input_sizes_and_non_multiples_of_14():
     assert results['img'].dtype == np.float32  # resized on float pixels, as the original
     assert DepthAnythingResize(size=1022).transform(dict(img=np.zeros((768, 1024, 3), np.uint8)))['img_shape'] == \
         (1022, 1358)  # the paper's DA-2K size: short edge 1022 = 73 x 14, long edge to a multiple of 14
+    with pytest.raises(ValueError, match='sliver.png: a 1x4000 image'):  # the transform refuses it, naming the file
+        DepthAnythingResize().transform(dict(img=np.zeros((1, 4000, 3), np.uint8), img_path='sliver.png'))
     with pytest.raises(ValueError, match="unknown interpolation 'cubic'; valid: nearest, bilinear, bicubic"):
         DepthAnythingResize(interpolation='cubic')  # at build time, not on the first image
 

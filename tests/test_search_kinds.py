@@ -101,6 +101,28 @@ def test_run_stage_over_three_kinds_writes_counts_and_one_heat_map_panel_per_kin
         start_arch(1, ('LWP', 'LF', 'L', 'L'), state)
 
 
+def test_two_kind_heat_map_title_names_the_move_the_order_made(tmp_path, monkeypatch):
+    """Step 1 over {L, W} with W the cheaper kind moves W -> L; the heat map's title says so, not 'L into W'."""
+    import jetvit_mm.search.run as run
+    titles = []
+    monkeypatch.setattr(run, 'plot_gains', lambda rows, path, title: titles.append(title))
+    table = {'base': 1., 'F': 10., 'L': 3., 'W': 2.}
+    space = ('LW',) * 3
+    for order, expected in (('latency', 'gain of turning each W layer into L'),
+                            (None, 'gain of turning each L layer into W')):
+        settings = SearchSettings(stage=1, metric='toy', higher_is_better=True, beam_width=2, min_gain=0.5,
+                                  order=order)
+        identity = dict(checkpoint='s.pth', metric='toy')
+        out_dir = tmp_path / str(order)
+        out_dir.mkdir()
+        state = open_state(out_dir / 'state.json', 1, identity, False)
+        start = start_arch(1, space, state, order=order, latency_table=table)
+        out = run_stage(settings, Scorer(), start, state, out_dir / 'state.json', identity, table, (64, 64),
+                        progress=None, search_space=space)
+        plot_stage(out, settings, out_dir)
+        assert titles[-1] == expected
+
+
 # ----------------------------------------------------------------------------- models
 def test_supernet_holds_k_candidates_and_every_path_extracts(pooled):
     torch.manual_seed(0)

@@ -9,8 +9,9 @@
 # then depthanything_large_eval.py / _search_da2k.py with tools/test.py on the result (+ model.backbone.arch=...).
 #
 # Teacher: docs/method.md and the paper label with "the largest DepthAnythingV2". The public release has S/B/L weights
-# (Giant, 1.3B, was announced but not published), and this project defines no dinov2_vitg14 (SwiGLU) variant, so
-# the ViT-L teacher labels here: the largest one a user can load.
+# (Giant, 1.3B, was announced but not published), so the ViT-L teacher labels here: the largest one a user can
+# download. With Giant weights of your own, the dinov2_vitg14 variant (SwiGLU) loads them as the teacher
+# (model.teacher.model_name=dinov2_vitg14; its student config is depthanything_giant_distill.py).
 # Structure (our decision): PseudoLabelDepthEstimator = mmseg's DepthEstimator (the student: JetViT + DPTDepthHead,
 # so prediction, testing and checkpoints are the evaluation configs') + a frozen JetViTDepthAnything teacher that
 # labels the batch online. Online labels see exactly the student's crops and flips and need no label files; the cost

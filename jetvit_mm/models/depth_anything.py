@@ -36,16 +36,27 @@ def _multiple_at_least(x: float, multiple: int, min_val: int) -> int:
     return y
 
 
-def depth_anything_input_size(height: int, width: int, size: int = 518, multiple: int = 14) -> Tuple[int, int]:
+MAX_INPUT_PIXELS = 1 << 26  # 8192 x 8192: beyond it a resize is a malformed image, not a picture to predict on
+
+
+def depth_anything_input_size(height: int, width: int, size: int = 518, multiple: int = 14,
+                              max_pixels: int = MAX_INPUT_PIXELS) -> Tuple[int, int]:
     """The network input size DepthAnythingV2 uses for a ``height x width`` image: ``(new_h, new_w)``.
 
     The original ``Resize(keep_aspect_ratio=True, resize_method='lower_bound', ensure_multiple_of=14)``: scale so
     that the short side becomes ``size``, then round each side to a multiple of ``multiple`` (never below ``size``).
+    A resize to more than ``max_pixels`` (a sliver of an image: 1x4000 at 518 would be 518x2072000) is refused with a
+    ValueError instead of allocating gigabytes.
     """
     if height <= 0 or width <= 0:
         raise ValueError(f'image size must be positive, got {height}x{width}')
     scale = max(size / height, size / width)
-    return _multiple_at_least(scale * height, multiple, size), _multiple_at_least(scale * width, multiple, size)
+    new_h, new_w = _multiple_at_least(scale * height, multiple, size), _multiple_at_least(scale * width, multiple, size)
+    if new_h * new_w > max_pixels:
+        raise ValueError(f'a {height}x{width} image (aspect ratio {max(height, width) / min(height, width):.0f}:1) '
+                         f'resized to short side {size} would be {new_h}x{new_w}, over {max_pixels} pixels; crop or '
+                         f'pad it to a photo-like aspect ratio, or choose a smaller size')
+    return new_h, new_w
 
 
 def preprocess_depth_anything(images: torch.Tensor, size: int = 518, multiple: int = 14) -> torch.Tensor:
@@ -88,12 +99,12 @@ class JetViTDepthAnything(nn.Module):
     """JetViT backbone (its four tapped layers) + DepthAnythingV2's DPT head; outputs disparity ``[B, H, W]``.
 
     Args:
-        model_name: a DINOv2 variant (``dinov2_vits14``, ``dinov2_vitb14``, ``dinov2_vitl14``).
+        model_name: a DINOv2 variant (``dinov2_vits14``, ``dinov2_vitb14``, ``dinov2_vitl14``, ``dinov2_vitg14``).
         arch: one L/W/F letter per layer; None = all F (DepthAnythingV2 itself).
         checkpoint: an official DepthAnythingV2 file, or a ``backbone.*`` + head checkpoint (see
             :func:`split_depth_checkpoint`), loaded strictly into both parts.
         features, out_channels: head widths; default: the preset of ``model_name`` (S 64/[48,96,192,384],
-            B 128/[96,192,384,768], L 256/[256,512,1024,1024]).
+            B 128/[96,192,384,768], L 256/[256,512,1024,1024], G 384/[1536]*4).
         input_size: :meth:`infer`'s short-side target (518 in DepthAnythingV2).
         frozen: no gradients and always eval mode (a teacher).
         **backbone_kwargs: further :class:`~jetvit_mm.models.jetvit.JetViT` arguments (``out_indices``,

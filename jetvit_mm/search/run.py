@@ -69,6 +69,7 @@ class StageOutcome:
     gains: List[List[float]]
     teacher_point: Tuple[float, float]
     gains_by_kind: Optional[Dict[str, List[List[float]]]] = None  # Step 1 over > 2 kinds: per kind moved to
+    moves: str = 'LW'  # the kind a layer moves from, then the kinds it moves to ('LW', 'WL', 'LPW'; Step 2: 'F')
 
 
 def open_state(state_path: Path, stage: int, identity: Dict[str, Any], resume: bool,
@@ -249,7 +250,8 @@ def _record_result(settings: SearchSettings, result: SearchResult, stage_state: 
     teacher_value = stage_state['teacher_score']
     summary = _summary(settings, state, points, cost, teacher_value, depth, latency_size)
     return StageOutcome(result, summary, points, gains, (sign * teacher_value, cost('F' * depth)),
-                        gains_by_kind if len(kinds) > 1 else None)
+                        gains_by_kind if len(kinds) > 1 else None,
+                        moves='F' if settings.stage == 2 else stage_state['order'])
 
 
 def _stage_state(settings: SearchSettings, state: Dict[str, Any], identity: Dict[str, Any],
@@ -309,7 +311,8 @@ def plot_stage(outcome: StageOutcome, settings: SearchSettings, out_dir: Path) -
                 teacher=outcome.teacher_point)
     if outcome.gains_by_kind:  # one panel per kind a layer moved to
         plot_gains(outcome.gains_by_kind, gains, 'gain of moving each layer to a dearer kind')
-    else:
-        plot_gains(outcome.gains, gains, 'gain of turning each layer into F' if key == 2 else
-                   'gain of turning each L layer into W')
+    elif key == 2:
+        plot_gains(outcome.gains, gains, 'gain of turning each layer into F')
+    else:  # Step 1 over two kinds, cheapest first: 'LW' by default, 'WL' where W is the cheaper
+        plot_gains(outcome.gains, gains, f'gain of turning each {outcome.moves[0]} layer into {outcome.moves[-1]}')
     return [pareto, gains]

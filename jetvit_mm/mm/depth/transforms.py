@@ -39,7 +39,11 @@ class DepthAnythingResize(BaseTransform):
     def transform(self, results: dict) -> dict:
         img = results['img']
         h, w = img.shape[:2]
-        new_h, new_w = depth_anything_input_size(h, w, min(h, w) if self.size is None else self.size, self.multiple)
+        try:
+            new_h, new_w = depth_anything_input_size(h, w, min(h, w) if self.size is None else self.size,
+                                                     self.multiple)
+        except ValueError as err:
+            raise ValueError(f'{results.get("img_path", "an image")}: {err}') from None
         results['img'] = mmcv.imresize(img.astype(np.float32), (new_w, new_h), interpolation=self.interpolation,
                                        backend='cv2')
         results['img_shape'] = (new_h, new_w)
