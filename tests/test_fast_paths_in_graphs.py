@@ -24,6 +24,7 @@ from jetvit_mm.models.mixers import WindowAttention
 from jetvit_mm.models.mixers import window as window_module
 from jetvit_mm.models.mixers.kernels import window_flex
 from jetvit_mm.models.mixers.kernels.availability import flex_available
+from jetvit_mm.models.mixers.kernels.selfcheck import forget_verdicts
 
 from .conftest import REPO
 
@@ -46,9 +47,11 @@ def mask_builds(monkeypatch) -> List[tuple]:
     # the eager Flex path without inductor (FlexAttention's eager fallback: same values, no compile time)
     monkeypatch.setattr(window_module, 'compiled', lambda fn: fn)
     window_flex._CACHE.clear()
+    forget_verdicts()  # a verdict on the compiled Flex path reached by another test does not hold for the eager one
     torch._dynamo.reset()
     yield calls
     window_flex._CACHE.clear()
+    forget_verdicts()
     torch._dynamo.reset()
 
 
@@ -89,6 +92,43 @@ def test_a_compiled_forward_builds_the_mask_once_outside_its_graph(mask_builds):
     with torch.inference_mode():
         mixer(torch.randn(1, 5 + other[0] * other[1], 32), other)
     assert len(mask_builds) == 2
+
+
+# ----------------------------------------------------------------------------- torch.compile is not torch.export
+def test_a_compiled_model_is_not_taken_for_an_export_where_dynamo_folds_is_exporting(monkeypatch):
+    """torch 2.11's dynamo folds ``torch.compiler.is_exporting()`` to True under every torch.compile (torch 2.12 and
+    later return torch.export's flag). Emulated here by a replacement that dynamo traces: inside a compiled forward
+    the mixers still choose their compiled formulations, not the export ones (W as masked full attention), and a
+    compiled W mixer computes its windows without the masked full attention."""
+    from jetvit_mm.models.mixers import window as window_mod
+    from jetvit_mm.models.mixers.kernels.dispatch import select_linear_kernel, select_window_kernel
+    from jetvit_mm.models.tracing import exporting, exporting_symbolic_grid
+
+    monkeypatch.setattr(torch.compiler, 'is_exporting',
+                        lambda: torch.compiler.is_compiling() or torch.compiler._is_exporting_flag)
+    seen = []
+
+    def probe(x):
+        seen.append((exporting(), exporting_symbolic_grid(), select_window_kernel('auto', x.device, 1 << 22, False),
+                     select_linear_kernel('auto', x.device, 1 << 22, False)))
+        return x + 1
+
+    torch._dynamo.reset()
+    torch.compile(probe, backend='eager', fullgraph=True)(torch.zeros(1))
+    assert seen == [(False, False, 'compile', 'fused')]
+
+    masked = []
+    real = window_mod.masked_window_attention
+    monkeypatch.setattr(window_mod, 'masked_window_attention', lambda *a, **k: masked.append(1) or real(*a, **k))
+    torch.manual_seed(0)
+    mixer = WindowAttention(32, 2, num_prefix_tokens=1, window_size=2, kernel='compile').eval()
+    x = tokens()
+    with torch.inference_mode():
+        out = torch.compile(mixer, backend='eager', fullgraph=True)(x, GRID)
+        reference = mixer.proj(mixer.attend(mixer.qkv(x), GRID, None, 'torch'))
+    torch._dynamo.reset()
+    assert masked == []
+    torch.testing.assert_close(out, reference, rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- L: the Triton kernels as a custom op

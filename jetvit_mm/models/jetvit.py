@@ -35,8 +35,9 @@ class JetBlock(nn.Module):
 
 
 def _drop_rope_cache(module: nn.Module, incompatible_keys: Any = None) -> None:
-    """Forget :meth:`JetViT.rope_embed`'s cached embeds (weights or mode changed)."""
-    module.__dict__.pop('_rope_cache', None)
+    """Forget :meth:`JetViT.rope_embed`'s cached embeds (weights or mode changed): a fresh, empty cache (a plain
+    attribute, which a compiled forward reads and fills like any dict)."""
+    module._rope_cache = {}
 
 
 def _copy_teacher_attention(mixer: nn.Module, attn: nn.Module) -> None:
@@ -160,6 +161,7 @@ class JetViT(nn.Module):
         if self.rope is not None and rope_periods == 'checkpoint':  # timm keeps them out of the state dict
             self.rope._non_persistent_buffers_set.discard('periods')
         self.register_load_state_dict_post_hook(_drop_rope_cache)
+        _drop_rope_cache(self)
         teacher_attn = teacher.blocks[0].attn
         self.qkv_bias = teacher_qkv(teacher_attn)[1] is not None
         rotate_half = (variant.family == 'dinov3' if variant is not None
@@ -394,7 +396,7 @@ class JetViT(nn.Module):
         if self.training:
             return self.rope.get_embed(shape=grid)
         key = (tuple(grid),) + tuple((b.device, b.dtype) for b in self.rope.buffers())
-        cache = self.__dict__.setdefault('_rope_cache', {})
+        cache = self._rope_cache
         if key not in cache:
             if len(cache) >= 8:
                 cache.clear()

@@ -22,15 +22,22 @@ _FIXED_GRID = [False]  # set by fixed_grid_export() for the export it wraps
 
 
 def exporting() -> bool:
-    """True while ``torch.export`` traces the model (also under ``torch.onnx.export(dynamo=True)``)."""
-    return torch.compiler.is_exporting()
+    """True while ``torch.export`` traces the model (also under ``torch.onnx.export(dynamo=True)``), and only then:
+    False under a plain ``torch.compile``.
+
+    ``torch.compiler.is_exporting()`` says so from torch 2.12 on, but torch 2.11's dynamo folds it to True under every
+    ``torch.compile``: a compiled model would take the export formulations (W as masked full attention, no fast
+    kernels). So the flag that function returns, which torch.export sets (strict or not) before it traces, is read
+    here where it exists; dynamo reads it as the value it has while tracing."""
+    flag = getattr(torch.compiler, '_is_exporting_flag', None)
+    return torch.compiler.is_exporting() if flag is None else bool(flag)
 
 
 def exporting_symbolic_grid() -> bool:
     """True while ``torch.export`` traces the model with a symbolic shape (any batch and input size): what the W
     layers ask before replacing their windows by a masked full attention, and the squeeze conv before replacing its
     grouped conv by shifted products. False under :func:`fixed_grid_export`."""
-    return torch.compiler.is_exporting() and not _FIXED_GRID[0]
+    return exporting() and not _FIXED_GRID[0]
 
 
 @contextlib.contextmanager
@@ -47,5 +54,5 @@ def fixed_grid_export() -> Iterator[None]:
 
 def check_not_legacy_onnx_export() -> None:
     """Raise RuntimeError under the TorchScript-based ONNX exporter (see :data:`LEGACY_EXPORT_ERROR`)."""
-    if torch.onnx.is_in_onnx_export() and not torch.compiler.is_exporting():
+    if torch.onnx.is_in_onnx_export() and not exporting():
         raise RuntimeError(LEGACY_EXPORT_ERROR)

@@ -23,6 +23,7 @@ from typing import Callable, Dict, Hashable, Tuple
 import torch
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
+from ...tracing import exporting
 from .availability import compile_available, flex_available, triton_available
 
 LINEAR_KERNELS = ('auto', 'torch', 'compile', 'triton')
@@ -66,7 +67,7 @@ def select_linear_kernel(requested: str, device: torch.device, numel: int, needs
     ``'compile'`` or ``'triton'`` (also inside an outer torch.compile: the custom op). ``torch.export`` (ONNX)
     traces the reference path. With ``needs_grad`` (autograd records) only ``'triton'`` (where ``trainable_triton``:
     ReLU features) or the torch path run."""
-    if torch.compiler.is_exporting():
+    if exporting():
         return 'torch'
     if torch.compiler.is_compiling():
         if requested == 'torch' or needs_grad:
@@ -93,7 +94,7 @@ def select_window_kernel(requested: str, device: torch.device, numel: int, needs
     formulation is traced inline (``'auto'``: FlexAttention on CUDA, the padded-key windows elsewhere);
     ``torch.export`` (ONNX) traces the reference path. With ``needs_grad`` only ``'flex'`` on CUDA or the torch path
     run; with attention ``dropout`` (the fast paths have none) the torch path."""
-    if torch.compiler.is_exporting():
+    if exporting():
         return 'torch'
     if torch.compiler.is_compiling():
         if requested == 'torch' or needs_grad or dropout:
@@ -115,7 +116,7 @@ def resolve_once(cache: Dict[Hashable, str], key: Hashable, resolve: Callable[[]
     """``cache[key]``, filled by ``resolve()`` on first use: a mixer's kernel choice per (kernel option, device,
     dtype, grad enabled, ...), so that a forward reads one dict entry. Not cached while torch.compile or
     torch.export traces, nor under a tensor-dispatch mode (the choice there differs and costs nothing at run time)."""
-    if torch.compiler.is_compiling() or torch.compiler.is_exporting() or is_in_torch_dispatch_mode():
+    if torch.compiler.is_compiling() or exporting() or is_in_torch_dispatch_mode():
         return resolve()
     path = cache.get(key)
     if path is None:

@@ -36,6 +36,18 @@ def _kernels():
     return _loaded['module']
 
 
+def _launcher(kernel):
+    """``wrap_triton(kernel)``, what a caller's torch.compile traces as the kernel itself. torch 2.11's
+    ``wrap_triton`` refuses the Triton interpreter's kernels (later versions take them): there, under
+    ``TRITON_INTERPRET=1`` only, the kernel is launched as it is (eager only; a compiled graph cannot trace it)."""
+    try:
+        return wrap_triton(kernel)
+    except RuntimeError:
+        if not triton_interpreting():
+            raise
+        return kernel
+
+
 def _splits(batch_heads: int, num_tiles: int, device: torch.device) -> int:
     if device.type != 'cuda':
         return min(num_tiles, 2)  # the interpreter: a split, so the partial sums are exercised
@@ -114,7 +126,7 @@ def _linear_attention_op(
     power = float(focusing) if focusing is not None else 1.0
     dummy = qkv  # never read when its flag is off
     P = num_prefix_tokens
-    wrap_triton(kernels._kv_state)[(bh, splits)](
+    _launcher(kernels._kv_state)[(bh, splits)](
         qkv, table if table is not None else dummy, sums, N, D, P, qkv.stride(0), qkv.stride(1), power, eps,
         BLOCK_N=BLOCK_N, TILES=per_split, V_SUM=squeeze, **flags)
     kern, stride_kb, ksize = None, 0, 1
@@ -129,7 +141,7 @@ def _linear_attention_op(
     if conv is not None and conv.stride(-1) != 1:
         conv = conv.contiguous()
     conv_strides = (conv.stride(0), conv.stride(1)) if conv is not None else (0, 0)
-    wrap_triton(kernels._q_output)[(bh, -(-N // BLOCK_M))](
+    _launcher(kernels._q_output)[(bh, -(-N // BLOCK_M))](
         qkv, table if table is not None else dummy, sums, conv if conv is not None else dummy,
         kern if kern is not None else dummy, out, N, D, P, grid_h, grid_w, qkv.stride(0), qkv.stride(1),
         *conv_strides, stride_kb, out.stride(0), out.stride(1), power, eps, BLOCK_M=BLOCK_M,
