@@ -166,3 +166,18 @@ def test_import_graph_has_no_cycle():
     edges['jetvit_mm.models.checkpoints.io'].add('jetvit_mm.mm.checkpoint')
     done.clear()
     assert any(visit(m) for m in sorted(edges))
+
+
+def test_the_min_torch_test_list_names_files_that_import_no_openmmlab():
+    """tests/pure_core_tests.txt (what `make test-min-torch` runs without OpenMMLab): every file exists and imports
+    none of mmengine, mmcv, mmseg, mmdet or jetvit_mm.mm, anywhere in it (its fixtures and helpers included)."""
+    listed = [line.strip() for line in (REPO / 'tests' / 'pure_core_tests.txt').read_text().splitlines()
+              if line.strip() and not line.startswith('#')]
+    assert len(listed) >= 10 and len(set(listed)) == len(listed)
+    for name in listed:
+        path = REPO / name
+        assert path.is_file(), name
+        imports = {i for node in ast.walk(ast.parse(path.read_text()))
+                   for i in ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                             [node.module or ''] if isinstance(node, ast.ImportFrom) else [])}
+        assert not {i for i in imports if i.split('.')[0] in OPENMMLAB or i.startswith('jetvit_mm.mm')}, name
