@@ -25,7 +25,7 @@ def exporting() -> bool:
     """True while ``torch.export`` traces the model (also under ``torch.onnx.export(dynamo=True)``), and only then:
     False under a plain ``torch.compile``.
 
-    ``torch.compiler.is_exporting()`` says so from torch 2.12 on, but torch 2.11's dynamo folds it to True under every
+    ``torch.compiler.is_exporting()`` says so in torch 2.14, but torch 2.11's dynamo folds it to True under every
     ``torch.compile``: a compiled model would take the export formulations (W as masked full attention, no fast
     kernels). So the flag that function returns, which torch.export sets (strict or not) before it traces, is read
     here where it exists; dynamo reads it as the value it has while tracing."""
