@@ -131,6 +131,35 @@ def test_a_compiled_model_is_not_taken_for_an_export_where_dynamo_folds_is_expor
     torch.testing.assert_close(out, reference, rtol=1e-5, atol=1e-6)
 
 
+def test_a_compiled_rope_model_compiles_once_and_in_one_graph():
+    """A RoPE model under torch.compile(fullgraph=True) (torch 2.11's dynamo could not trace the RoPE cache's old
+    ``__dict__.setdefault``): one graph, and no second compile on later calls (a cache lookup in the graph was
+    guarded on and compiled the model again once the cache filled)."""
+    from jetvit_mm.models import JetViT
+
+    torch.manual_seed(0)
+    from jetvit_mm.models.mixers import default_mixers
+
+    model = JetViT('dinov3_vits16', arch='LWF', embed_dim=32, depth=3, num_heads=2,
+                   mixers=default_mixers(W=dict(window_size=2))).eval()
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    x = torch.randn(1, 3, 64, 64)
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        compiled = torch.compile(model, backend=keep, fullgraph=True)
+        outs = [compiled(x)[0] for _ in range(3)]
+        reference = model(x)[0]
+    torch._dynamo.reset()
+    assert len(graphs) == 1, f'{len(graphs)} graphs: compiled again'
+    for out in outs:
+        torch.testing.assert_close(out, reference, rtol=1e-5, atol=1e-5)
+
+
 # ----------------------------------------------------------------------------- L: the Triton kernels as a custom op
 
 OP = 'jetvit::linear_attention_triton'

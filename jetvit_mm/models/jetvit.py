@@ -393,7 +393,9 @@ class JetViT(nn.Module):
             return None
         if exporting():  # a symbolic grid: no cache, coordinates from tensor ops (the same values)
             return rope_embed_for_grid(self.rope, grid)
-        if self.training:
+        if self.training or torch.compiler.is_compiling():
+            # in a compiled graph the embed is built in the graph: a cache lookup there would be guarded on, and the
+            # graph compiled again once the cache fills
             return self.rope.get_embed(shape=grid)
         key = (tuple(grid),) + tuple((b.device, b.dtype) for b in self.rope.buffers())
         cache = self._rope_cache
