@@ -35,8 +35,8 @@ class JetBlock(nn.Module):
 
 
 def _drop_rope_cache(module: nn.Module, incompatible_keys: Any = None) -> None:
-    """Forget :meth:`JetViT.rope_embed`'s cached embeds (weights or mode changed): a fresh, empty cache (a plain
-    attribute, which a compiled forward reads and fills like any dict)."""
+    """Forget :meth:`JetViT.rope_embed`'s cached embeds (weights or mode changed): a fresh, empty cache (eager
+    forwards only; a compiled graph builds its embed itself)."""
     module._rope_cache = {}
 
 
