@@ -156,10 +156,15 @@ def test_exported_linear_attention_equals_the_torch_path(conv, prefix):
 
 
 @pytest.mark.integration
-def test_benchmark_times_onnxruntime_beside_torch_in_one_round_robin(monkeypatch):
+def test_benchmark_times_onnxruntime_beside_torch_in_one_round_robin(monkeypatch, tmp_path):
+    """The sessions are timed beside torch, and the exported files they were built from are gone once they are built
+    (a 1024x2048 benchmark left 1.1 GB of them in the temporary folder per run)."""
+    import tempfile
+
     import jetvit_mm.benchmark.models as model_bench
     from jetvit_mm.benchmark.models import benchmark_models, jetvit_kwargs, model_entries
 
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
     rounds = []
     timed = model_bench.time_interleaved
     monkeypatch.setattr(model_bench, 'time_interleaved',
@@ -177,6 +182,7 @@ def test_benchmark_times_onnxruntime_beside_torch_in_one_round_robin(monkeypatch
         ort = rows[(size, 'LWF (onnxruntime)')]
         assert ort['runtime'] == 'onnxruntime' and ort['median_ms'] > 0
         assert ort['speedup'] == pytest.approx(rows[(size, 'teacher')]['median_ms'] / ort['median_ms'])
+    assert list(tmp_path.iterdir()) == []
 
 
 # ------------------------------------------------------------------ non-finite outputs, the output path

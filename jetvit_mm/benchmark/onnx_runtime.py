@@ -22,17 +22,19 @@ def onnx_calls(models: Dict[str, nn.Module], sizes: Sequence[Tuple[int, int]], b
     export per size at ``batch`` (:func:`~jetvit_mm.deploy.export_onnx`'s ``fixed_size``)."""
     if device.type != 'cpu' or dtype != torch.float32:
         raise ValueError('--onnxruntime times onnxruntime\'s CPU session in fp32: use --device cpu --dtype fp32')
-    folder = Path(tempfile.mkdtemp(prefix='jetvit_onnx_'))
     calls = {}
-    for label, model in models.items():
-        patch = backbone_of(model).patch_size
-        sessions = {}
-        for h, w in (sizes if fixed else sizes[:1]):
-            path = export_onnx(ExportModule(model), folder / f'{len(calls)}_{h}x{w}.onnx', patch,
-                               fixed_size=(h, w) if fixed else None, batch=batch)
-            sessions[(h, w)] = onnx_session(path, threads or None)
-        for h, w in sizes:
-            session = sessions[(h, w) if fixed else sizes[0]]
-            feed = {session.get_inputs()[0].name: torch.randn(batch, 3, h, w).numpy()}
-            calls[f'{h}x{w} {label}{ORT_SUFFIX}'] = (lambda s=session, f=feed: s.run(None, f))
+    # the exports are read into the sessions when they are built, so their folder goes once all are built
+    with tempfile.TemporaryDirectory(prefix='jetvit_onnx_') as scratch:
+        folder = Path(scratch)
+        for label, model in models.items():
+            patch = backbone_of(model).patch_size
+            sessions = {}
+            for h, w in (sizes if fixed else sizes[:1]):
+                path = export_onnx(ExportModule(model), folder / f'{len(calls)}_{h}x{w}.onnx', patch,
+                                   fixed_size=(h, w) if fixed else None, batch=batch)
+                sessions[(h, w)] = onnx_session(path, threads or None)
+            for h, w in sizes:
+                session = sessions[(h, w) if fixed else sizes[0]]
+                feed = {session.get_inputs()[0].name: torch.randn(batch, 3, h, w).numpy()}
+                calls[f'{h}x{w} {label}{ORT_SUFFIX}'] = (lambda s=session, f=feed: s.run(None, f))
     return calls
