@@ -7,7 +7,8 @@ every test left unmarked is a unit test (added at collection).
 So that a marker cannot be forgotten, a unit test that starts a process fails, naming itself and the command
 (:func:`process_guard`): while a unit test runs, ``subprocess.Popen`` of a Python interpreter, torchrun or a shell
 (a tool, a worker, a script) and ``multiprocessing``'s process start are refused. Probes libraries run for
-themselves (mmengine's ``gcc --version``, ``git rev-parse``) and torch's compile workers are allowed.
+themselves (mmengine's ``gcc --version``, ``git rev-parse``, inductor's check that its CPU code loads) and torch's
+compile workers are allowed.
 """
 import contextlib
 import multiprocessing.process
@@ -45,6 +46,19 @@ def mark_kinds(items: list) -> None:
             item.add_marker(getattr(pytest.mark, kind))
 
 
+def _inductor_load_probe(words: Sequence[str]) -> bool:
+    """Whether ``words`` is inductor's own probe of the CPU vector ISA: ``python -c`` with its dlopen script, which
+    it runs on a cold cache (a fresh machine) at the first CPU compile."""
+    if len(words) != 3 or words[1] != '-c':
+        return False
+    from torch._inductor.cpu_vec_isa import VecISA
+    template = getattr(VecISA, '_avx_py_load', None)
+    if not template or '__lib_path__' not in template:
+        return False
+    pattern = '[^"]*'.join(re.escape(part) for part in template.split('__lib_path__'))
+    return re.fullmatch(pattern, words[2]) is not None
+
+
 def _allowed(command: Sequence[str]) -> bool:
     if isinstance(command, (str, bytes)):
         words = shlex.split(os.fsdecode(command))
@@ -52,7 +66,7 @@ def _allowed(command: Sequence[str]) -> bool:
         words = [os.fsdecode(c) for c in command]
     if not words or not RUNNERS.match(os.path.basename(words[0])):
         return True  # a probe (gcc --version, git rev-parse), not a test's process
-    return any(a in ' '.join(words) for a in ALLOWED_COMMANDS)
+    return any(a in ' '.join(words) for a in ALLOWED_COMMANDS) or _inductor_load_probe(words)
 
 
 @contextlib.contextmanager

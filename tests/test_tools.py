@@ -149,6 +149,37 @@ def test_amp_without_gpu_is_a_clear_error(tiny_cityscapes, tmp_path):
     assert proc.returncode != 0 and '--amp needs a CUDA device' in proc.stderr
 
 
+def test_run_main_leaves_without_finalizing_only_after_a_torn_down_group(tmp_path, monkeypatch):
+    """tools/train.py, test.py and search.py end in run_main: after a distributed run the process leaves with 0 once
+    the exit handlers ran (a gloo worker that DDP keeps alive aborts the rank if the interpreter finalizes under
+    it); a run without a group and a failing run end as usual."""
+    import atexit
+
+    from jetvit_mm.mm.launch import process_group_teardown, run_main
+
+    left, handled = [], []
+    monkeypatch.setattr(atexit, '_run_exitfuncs', lambda: handled.append(True))
+
+    run_main(lambda: None, leave=left.append)
+    assert left == [] and handled == []
+
+    def distributed_main():
+        torch.distributed.init_process_group('gloo', init_method=f'file://{tmp_path / "rendezvous"}', rank=0,
+                                             world_size=1)
+        with process_group_teardown():
+            torch.distributed.barrier()
+
+    run_main(distributed_main, leave=left.append)
+    assert left == [0] and handled == [True] and not torch.distributed.is_initialized()
+
+    def failing_main():
+        raise RuntimeError('late failure')
+
+    with pytest.raises(RuntimeError, match='late failure'):
+        run_main(failing_main, leave=left.append)
+    assert left == [0]
+
+
 @pytest.mark.parametrize('fails', [False, True], ids=['success', 'error'])
 def test_process_group_is_torn_down_on_success_and_on_error(tmp_path, fails):
     """What tools/train.py and tools/test.py run in: the process group they (or mmengine) started ends with them."""

@@ -10,6 +10,7 @@ from jetvit_mm.mm.launch import (
     check_common_args,
     load_config,
     process_group_teardown,
+    run_main,
     test_checkpoint,
     write_metrics,
 )
@@ -36,4 +37,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

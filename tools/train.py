@@ -13,6 +13,7 @@ from jetvit_mm.mm.launch import (
     enable_amp,
     load_config,
     process_group_teardown,
+    run_main,
     set_resume,
 )
 
@@ -42,4 +43,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)
