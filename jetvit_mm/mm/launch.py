@@ -90,7 +90,7 @@ def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit
     flushed, without the interpreter's finalization: once DDP has wrapped a model, the gloo group's worker threads
     outlive ``destroy_process_group`` (and the DDP object), and a worker that drops its last work's tensors while
     the interpreter finalizes cannot take the GIL and aborts the rank ("terminate called without an active
-    exception", SIGABRT; seen in about 1 of 50 two-rank CPU runs under load, after every checkpoint was written).
+    exception", SIGABRT; seen in 4 of about 300 two-rank CPU runs under load, after every checkpoint was written).
     Errors propagate as usual; a run without a group exits as usual."""
     _TORN_DOWN.clear()
     main()
