@@ -21,7 +21,7 @@ setup(
         'mmcv>=2.0.0rc4,<2.2.0',
         'mmsegmentation>=1.2.0,<1.3',
         'mmdet>=3.0.0,<3.4',
-        'timm>=1.0.20,<2',
+        'timm>=1.0.29,<2',  # 1.0.29: the oldest tested (make test-min-torch, the GPU image)
         'numpy',
         'safetensors',
         'pycocotools',

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The pure core (jetvit_mm.models, search, distill, benchmark, deploy, depth) on the oldest stack it supports: the
-# GPU machine's image, torch 2.11 + Triton 3.6 + timm 1.0.31, without OpenMMLab.
+# GPU machine's image, torch 2.11 + Triton 3.6 + timm 1.0.29 (seen there 2026-12-04), without OpenMMLab.
 #
 #   bash scripts/test_min_torch.sh        # or: make test-min-torch
 #
@@ -11,7 +11,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${JETVIT_MIN_VENV:-$ROOT/.venv-torch2.11}"
-TORCH=2.11.0 TRITON=3.6.0 TIMM=1.0.31
+TORCH=2.11.0 TRITON=3.6.0 TIMM=1.0.29
 
 log() { printf '[test-min-torch] %s\n' "$*"; }
 

@@ -1,6 +1,6 @@
 """The arch as one piece of data: every JetViT's state dict carries its ArchSpec and every load checks it, also
 where only a state dict is loaded (torch, mmengine's load_checkpoint, mmseg's init_model); hybrids must hold their
-L convs; checkpoints written before specs keep their old checks."""
+L convs; a spec of another version is refused."""
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -21,13 +21,6 @@ def with_options(**options) -> dict:
     """TINY with more options of its mixer table (W's window 2 unless given)."""
     options['W'] = {'window_size': 2, **options.get('W', {})}
     return dict(TINY, mixers=default_mixers(**options))
-
-
-def upgrade(old, new) -> list:
-    """tools/upgrade_checkpoint.py OLD NEW, in this process."""
-    from .test_bad_input import load_tool
-
-    return load_tool('upgrade_checkpoint').main([str(old), str(new)])
 
 
 def test_spec_holds_model_arch_and_only_the_options_that_change_the_computation():
@@ -93,14 +86,6 @@ def test_hybrid_checkpoints_must_hold_their_l_convs_and_teacher_files_stay_lenie
     torch.save(without_convs, tmp_path / 'hybrid.pth')
     with pytest.raises(RuntimeError, match=r'missing keys: blocks\.0\.attn\.conv\.fc1\.weight'):
         JetViT(arch='LWLF', checkpoint=tmp_path / 'hybrid.pth', **TINY)
-    # an export written before specs named its arch in the meta: refused naming the converter; converted, the same rule
-    old = {k: v for k, v in without_convs.items() if k != SPEC_KEY}
-    torch.save(dict(state_dict=old, meta=dict(jetvit_arch='LWLF')), tmp_path / 'old_export.pth')
-    with pytest.raises(ValueError, match=r"its arch 'LWLF' only in meta\['jetvit_arch'\].*tools/upgrade_checkpoint"):
-        JetViT(arch='LWLF', checkpoint=tmp_path / 'old_export.pth', **TINY)
-    upgrade(tmp_path / 'old_export.pth', tmp_path / 'converted.pth')
-    with pytest.raises(RuntimeError, match=r'missing keys: blocks\.0\.attn\.conv'):
-        JetViT(arch='LWLF', checkpoint=tmp_path / 'converted.pth', **TINY)
     # teacher files (no spec, or all F) have no convs: the L layers keep theirs as initialised
     teacher = {k: v for k, v in JetViT(arch='FFFF', **TINY).state_dict().items()}
     for name, weights in (('teacher.pth', teacher), ('old_teacher.pth', {k: v for k, v in teacher.items()
@@ -110,39 +95,23 @@ def test_hybrid_checkpoints_must_hold_their_l_convs_and_teacher_files_stay_lenie
         assert torch.equal(model.blocks[3].attn.qkv.weight, teacher['blocks.3.attn.qkv.weight'])
 
 
-def test_old_formats_are_refused_naming_the_converter_and_keep_their_checks_once_converted(tmp_path):
-    """One spec channel (issue 31): the state dict. An export that named its arch only in its meta (with the former
-    window_size argument in its build_args), a version-1 spec and a runner checkpoint without a spec are refused
-    naming tools/upgrade_checkpoint.py; converted, they load and are checked as before."""
+@pytest.mark.parametrize('version', [1, 3])
+def test_a_spec_of_another_version_is_refused_as_any_unknown_spec(tmp_path, version):
+    """Formats this project never released (a version-1 spec) get the one error any unknown version gets."""
     import json
 
-    import jetvit_mm.mm  # noqa: F401  (runner checkpoints: the reader of their JetViT)
-
     state = JetViT(arch='LWLF', **TINY).state_dict()
-    old = {k: v for k, v in state.items() if k != SPEC_KEY}
-    build_args = dict({k: v for k, v in TINY.items() if k != 'mixers'}, window_size=2)
-    spec = JetViT(arch='LWLF', **TINY).spec  # as version 1 wrote it: options only, L's named linear_cfg.<key>
-    v1 = dict(format='jetvit_arch_spec', version=1, model_name='dinov3_vits16', arch='LWLF', search_space=None,
-              options={letter: {f'linear_cfg.{k}' if letter == 'L' else k: v for k, v in entry.items() if k != 'type'}
-                       for letter, entry in spec.mixers.items()})
-    runner_cfg = ("model = dict(type='EncoderDecoder', backbone=dict(type='JetViT', arch='LWLF', window_size=2, "
-                  "model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2))\n")
-    files = {'export.pth': dict(state_dict=old, meta=dict(jetvit_arch='LWLF', build_args=build_args)),
-             'v1.pth': dict(state_dict={**old, SPEC_KEY: torch.tensor(list(json.dumps(v1).encode()),
-                                                                      dtype=torch.uint8)}, meta={}),
-             'runner.pth': dict(state_dict={f'backbone.{k}': v for k, v in old.items()}, meta=dict(cfg=runner_cfg))}
-    for name, checkpoint in files.items():
-        torch.save(checkpoint, tmp_path / name)
-        with pytest.raises(ValueError, match=r'tools/upgrade_checkpoint\.py OLD\.pth NEW\.pth'):
-            JetViT(arch='LWLF', checkpoint=tmp_path / name, **TINY)
-        assert upgrade(tmp_path / name, tmp_path / f'new_{name}')  # what changed is reported
-        with pytest.raises(ValueError, match="holds a JetViT with arch 'LWLF'"):
-            JetViT(arch='LWLL', checkpoint=tmp_path / f'new_{name}', **TINY)
-        with pytest.raises(ValueError, match='built with mixers.W.window_size=2'):
-            JetViT(arch='LWLF', checkpoint=tmp_path / f'new_{name}', **with_options(W=dict(window_size=8)))
-        JetViT(arch='LWLF', checkpoint=tmp_path / f'new_{name}', **TINY)
-        assert upgrade(tmp_path / f'new_{name}', tmp_path / f'again_{name}') == []  # one time: nothing left to do
+    data = dict(JetViT(arch='LWLF', **TINY).spec.to_dict(), version=version)
+    state[SPEC_KEY] = torch.tensor(list(json.dumps(data).encode()), dtype=torch.uint8)
+    torch.save(state, tmp_path / 'other.pth')
+    with pytest.raises(ValueError, match=rf'other\.pth.*arch spec version {version}; this jetvit_mm reads version 2'):
+        JetViT(arch='LWLF', checkpoint=tmp_path / 'other.pth', **TINY)
     check_spec(None, JetViT(arch='LWLF', **TINY).spec, 'no spec')  # nothing known: nothing to refuse
+
+
+def test_former_mixer_arguments_are_unknown_keywords():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'window_size'"):
+        JetViT(arch='LWLF', window_size=2, **TINY)
 
 
 def test_mmseg_init_model_and_mmengine_load_checkpoint_refuse_another_arch(tmp_path):

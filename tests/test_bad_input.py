@@ -532,3 +532,26 @@ def test_arch_options_take_the_configs_letters_a_plugins_included(files, capsys,
     with pytest.raises(Exception) as error:  # past the letters: the (empty) checkpoint is what fails now
         load_tool('export_hybrid').main([str(plugin), files['ckpt'], '--arch', 'CPCL', '--out-dir', str(files['tmp'])])
     assert 'invalid letter' not in str(error.value) and not isinstance(error.value, SystemExit)
+
+
+@pytest.mark.parametrize('tool, argv', [('train', '{cfg}'), ('test', '{cfg} {ckpt}'), ('search', '{cfg} {ckpt}')])
+def test_a_typo_in_a_top_level_cfg_option_is_refused_naming_a_close_key(tool, argv, files):
+    """``randomnes.seed=3`` was merged as a new key that nothing reads (the run then used no seed): refused before
+    any work, naming the key and the close valid one."""
+    module = load_tool(tool)
+    before = sorted(p.name for p in files['tmp'].iterdir())
+    argv = argv.format(**files).split() + ['--work-dir', str(files['tmp'] / 'w'), '--cfg-options', 'randomnes.seed=3']
+    with pytest.raises(ValueError, match=r"--cfg-options randomnes\.seed=\.\.\.: .* has no top-level key 'randomnes'"
+                                         r".*did you mean 'randomness' \(randomness\.seed=\.\.\.\)\?"):
+        module.main(argv)
+    assert sorted(p.name for p in files['tmp'].iterdir()) == before, 'nothing is written'
+
+
+def test_cfg_options_may_add_runtime_keys_and_nested_keys():
+    """A top-level key the runner reads although the config lacks it (randomness, env_cfg, ...) and a new key below
+    the top level (a model argument) are accepted; an unknown top-level key without a close match names the keys."""
+    from jetvit_mm.mm.launch import read_config
+    cfg = read_config(str(PROBE), {'randomness.seed': 3, 'experiment_name': 'x', 'model.backbone.drop_path_rate': 0.1})
+    assert cfg.randomness.seed == 3 and cfg.experiment_name == 'x' and cfg.model.backbone.drop_path_rate == 0.1
+    with pytest.raises(ValueError, match=r"no top-level key 'zzz'.* the config's keys: .*model"):
+        read_config(str(PROBE), {'zzz': 1})

@@ -20,7 +20,7 @@ from jetvit_mm.benchmark.models import (
     jetvit_kwargs,
     model_entries,
 )
-from jetvit_mm.benchmark.targets import distill_step_target, mixer_targets, model_targets
+from jetvit_mm.benchmark.targets import baseline_targets, distill_step_target, mixer_targets, model_targets
 from jetvit_mm.models.mixers import DEFAULT_MIXERS, build_mixer, default_mixers
 
 from .conftest import REPO, run_tool
@@ -69,7 +69,7 @@ def test_mixer_targets_at_their_thresholds():
                                        'L-token': 1.09, 'L-static': 1.}))
     assert [t['met'] for t in missed] == [False, False, False]
     fast = mixer_targets(stats_of(**{'L-squeeze': 1., 'F': 20., 'block L-squeeze': 1.04, 'block L-static': 1.,
-                                     'L-token': 1.1, 'L-static': 1., 'L-squeeze auto': 4., 'W16 compile': 5.01}))
+                                     'L-token': 1.1, 'L-static': 1., 'L-squeeze auto': 2.4, 'W16 compile': 3.41}))
     assert [(t['target'].split(' <=')[0], t['met']) for t in fast[:2]] == [('L-squeeze auto', True),
                                                                          ('W16 compile', False)]
     assert missed[0]['value'] == '0.053 (1/19.0)' and missed[1]['value'] == '+6.0%'
@@ -361,3 +361,20 @@ def test_tool_errors_name_the_problem(tmp_path):
     for argv, message in failures:
         proc = benchmark_tool(*argv, check=False)
         assert proc.returncode != 0 and message in proc.stderr, (argv, proc.stderr[-2000:])
+
+
+def test_baseline_targets_take_each_hybrid_at_its_fastest_against_each_teacher():
+    """Issue 39's targets on the device check's baselines: 2F >= x2.2 / all-L >= x2.9 against the eager teacher and
+    >= x1.9 / >= x2.4 against the compiled one, the hybrid's best run counted; unmeasured rows give no verdict."""
+    def row(label, run, eager, compiled=None, size='1024x2048'):
+        r = dict(size=size, label=label, run=run, median_ms=1.0, x_vs_eager_teacher=eager)
+        return r if compiled is None else dict(r, x_vs_compiled_teacher=compiled)
+    rows = [row('2F', 'eager', 2.0, 1.5), row('2F', 'compiled', 2.3, 1.95), row('all-L', 'eager', 2.95, 2.3),
+            row('all-L', 'compiled', 2.8, 2.35), row('2F', 'eager', 9.0, 9.0, size='512x1024')]
+    verdicts = {t['target']: (t['value'], t['met']) for t in baseline_targets(rows)}
+    assert verdicts == {'2F >= x2.2 against the eager teacher (1024x2048)': ('x2.30', True),
+                        'all-L >= x2.9 against the eager teacher (1024x2048)': ('x2.95', True),
+                        '2F >= x1.9 against the compiled teacher (1024x2048)': ('x1.95', True),
+                        'all-L >= x2.4 against the compiled teacher (1024x2048)': ('x2.35', False)}
+    assert baseline_targets([row('2F', 'eager', 2.3)]) == [
+        {'target': '2F >= x2.2 against the eager teacher (1024x2048)', 'value': 'x2.30', 'met': True}]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from jetvit_mm.mm.checkpoint import runner_safe_globals
+from jetvit_mm.mm.checkpoint import allow_runner_checkpoint_types
 from jetvit_mm.mm.config_text import literal_assignments, literal_config_text
 from jetvit_mm.models.mixers import default_mixers
 
@@ -72,8 +72,8 @@ class _Exploit:
 
 
 def _load_raw(path: Path) -> dict:
-    with torch.serialization.safe_globals(runner_safe_globals()):
-        return torch.load(path, map_location='cpu', weights_only=True)
+    allow_runner_checkpoint_types()  # (a safe_globals block would take the plugin's entries out when it ends)
+    return torch.load(path, map_location='cpu', weights_only=True)
 
 
 def _code(marker: Path) -> str:
@@ -471,3 +471,33 @@ def test_fsdp2_resume_refuses_a_damaged_shard(sharded_run, tmp_path):
         train_fsdp2(work, sharded_run['data'], sharded_run['teacher'], 'train_cfg.max_iters=2',
                     'default_hooks.checkpoint.interval=1', 'model_wrapper_cfg.checkpoint=sharded', resume=True)
     assert f'{shard} does not match the digest recorded for it' in str(failed.value), str(failed.value)[-3000:]
+
+
+class _Getattr:
+    """Pickles as ``getattr(owner, name)`` (the GLOBAL ``builtins.getattr``, then a REDUCE)."""
+
+    def __init__(self, owner, name: str) -> None:
+        self.owner, self.name = owner, name
+
+    def __reduce__(self):
+        return (getattr, (self.owner, self.name))
+
+
+def test_the_allow_list_names_getattr_only_for_history_buffer_statistics(tmp_path):
+    """``import jetvit_mm.mm`` allows an mmengine runner checkpoint's types for every weights-only load of the process
+    (mmseg's and mmdet's clients). HistoryBuffer pickles its statistics methods through ``builtins.getattr``: that
+    name resolves them and nothing else, so a pickle reaching any other attribute (the first step of every getattr
+    exploit) stays refused."""
+    import collections
+
+    from mmengine.logging import HistoryBuffer
+
+    allow_runner_checkpoint_types()  # what importing the plugin does
+    path = tmp_path / 'x.pth'
+    torch.save({'ok': _Getattr(HistoryBuffer, 'mean')}, path)
+    assert torch.load(path, weights_only=True)['ok'] is HistoryBuffer.mean
+    for owner, name in ((HistoryBuffer, 'update'), (HistoryBuffer, '__init__'), (collections.OrderedDict, 'mro'),
+                        (torch.Tensor, '__reduce_ex__')):
+        torch.save({'x': _Getattr(owner, name)}, path)
+        with pytest.raises(pickle.UnpicklingError, match=rf'refused getattr\(.*{name}'):
+            torch.load(path, weights_only=True)

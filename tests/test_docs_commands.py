@@ -18,7 +18,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
-from .conftest import REPO
+from .conftest import HANG_GUARD_S, REPO
 
 DOCS = ('README.md', 'docs/pipeline.md')
 MARKER = re.compile(r'^<!--\s*doc-test:\s*(run|static|skip)\b:?\s*(.*?)\s*-->$')
@@ -200,7 +200,8 @@ def test_segmentation_chain_runs_as_written(key, toy_inputs, tmp_path):
     script.write_text(toy_script(scripts(all_blocks(), kinds=('run',))[key], teacher, data))
     env = {**os.environ, 'PATH': f'{bin_dir}{os.pathsep}{os.environ["PATH"]}', 'PYTHONPATH': str(REPO),
            'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'}
-    proc = subprocess.run(['bash', str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(['bash', str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=HANG_GUARD_S)
     assert proc.returncode == 0, f'{key} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}'
     work = 'wd' if key[0] == 'README.md' else 'work_dirs'
     arch = (tmp_path / work / 'search' / 'best_arch_step2.txt').read_text().strip()

@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import traceback
+import warnings
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
@@ -43,7 +44,7 @@ from jetvit_mm.models.mixers import CONV_VARIANTS, DEFAULT_MIXERS, MIXER_REGISTR
 from jetvit_mm.models.mixers.kernels import LINEAR_KERNELS, WINDOW_KERNELS, select_linear_kernel, select_window_kernel
 from jetvit_mm.models.mixers.kernels.availability import compile_available, flex_available
 
-from .conftest import REPO
+from .conftest import HANG_GUARD_S, REPO
 
 # max |out - reference| / max |reference| per dtype: fp32 rounding; bf16 a few bf16 spacings at the output's scale
 # (the torch path's worst here is about 1.5 spacings). A wrong rotation sign is off by more than half the scale.
@@ -366,7 +367,7 @@ def triton_results() -> Dict[str, Optional[str]]:
     process of its own also keeps the variable from every other test. ``{case id: None or the failure}``."""
     pytest.importorskip('triton')
     proc = subprocess.run([sys.executable, '-m', 'tests.test_equivalence_matrix'], cwd=REPO, capture_output=True,
-                          text=True, env=dict(os.environ, TRITON_INTERPRET='1'), timeout=600)
+                          text=True, env=dict(os.environ, TRITON_INTERPRET='1'), timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -418,6 +419,7 @@ def test_the_matrix_covers_every_builtin_mixer_conv_and_kernel():
 
 
 if __name__ == '__main__':  # the Triton cases, run by ``triton_results`` under TRITON_INTERPRET=1
+    warnings.filterwarnings('error', message='jetvit_mm: the fast kernel')  # a fallback is a failure, not a pass
     results = {}
     for run_one, specs, suffix in ((triton_case, TRITON_CASES, ''),
                                    (triton_training_case, TRITON_TRAINING_CASES, '-grad')):

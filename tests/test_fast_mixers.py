@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import traceback
+import warnings
 from typing import Optional, Tuple
 
 import pytest
@@ -34,7 +35,7 @@ from jetvit_mm.models.mixers.kernels import (
 )
 from jetvit_mm.models.mixers.kernels.availability import compile_available
 
-from .conftest import REPO
+from .conftest import HANG_GUARD_S, REPO
 
 DIM, HEADS = 32, 2
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2 ** -7: bf16's spacing at 1; one rounding moves a value by half of it
@@ -190,6 +191,9 @@ TRITON_CASES.update({  # head dims (24: not a power of two, the kernels mask the
              rotate_half=rotate_half)
     for head_dim in (16, 24, 32) for rotate_half in (True, False)
 })
+# the squeeze generator's launch over several chunks of D (200 > 64), hidden rows (25) and programs (1800 > 1024 rows)
+TRITON_CASES['head_dim100-squeeze'] = dict(batch=2, prefix=5, rope_mode='numerator', conv='squeeze', focusing=None,
+                                           head_dim=100)
 TRITON_CASES.update({  # bf16 within bf16 rounding; fp16 on an fp32 core
     f'{dtype}-{"focus3" if focusing else "relu"}':
         dict(batch=2, prefix=5, rope_mode='numerator', conv='squeeze', focusing=focusing, dtype=dtype)
@@ -223,7 +227,7 @@ def triton_case(batch: int, prefix: int, rope_mode: str, conv: str, focusing: Op
 def triton_results():
     pytest.importorskip('triton')
     proc = subprocess.run([sys.executable, '-m', 'tests.test_fast_mixers'], cwd=REPO, capture_output=True, text=True,
-                          env=dict(os.environ, TRITON_INTERPRET='1'), timeout=900)
+                          env=dict(os.environ, TRITON_INTERPRET='1'), timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -399,6 +403,7 @@ def test_importing_the_package_builds_no_triton_kernel():
 
 
 if __name__ == '__main__':  # the Triton cases, run by ``triton_results`` under TRITON_INTERPRET=1
+    warnings.filterwarnings('error', message='jetvit_mm: the fast kernel')  # a fallback is a failure, not a pass
     results = {}
     for name, spec in TRITON_CASES.items():
         try:

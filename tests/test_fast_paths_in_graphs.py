@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import traceback
+import warnings
 from typing import Callable, Dict, List, Optional
 
 import pytest
@@ -26,7 +27,7 @@ from jetvit_mm.models.mixers.kernels import window_flex
 from jetvit_mm.models.mixers.kernels.availability import flex_available
 from jetvit_mm.models.mixers.kernels.selfcheck import forget_verdicts
 
-from .conftest import REPO
+from .conftest import HANG_GUARD_S, REPO
 
 GRID = (3, 5)  # 2 x 3 windows of 2 x 2, the last row and column padded
 
@@ -259,7 +260,7 @@ def interpreted_results() -> Dict[str, Optional[str]]:
     """The cases above, run in one fresh interpreter with ``TRITON_INTERPRET=1``: {case: None or the failure}."""
     pytest.importorskip('triton')
     proc = subprocess.run([sys.executable, '-m', 'tests.test_fast_paths_in_graphs'], cwd=REPO, capture_output=True,
-                          text=True, env=dict(os.environ, TRITON_INTERPRET='1'), timeout=600)
+                          text=True, env=dict(os.environ, TRITON_INTERPRET='1'), timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -271,6 +272,7 @@ def test_the_triton_kernels_are_a_custom_op_a_compiled_graph_keeps(interpreted_r
 
 
 if __name__ == '__main__':  # the Triton cases, run by ``interpreted_results`` under TRITON_INTERPRET=1
+    warnings.filterwarnings('error', message='jetvit_mm: the fast kernel')  # a fallback is a failure, not a pass
     results = {}
     for name, case in INTERPRETED.items():
         try:

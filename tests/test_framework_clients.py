@@ -16,7 +16,8 @@ import mmseg
 import pytest
 import torch
 
-from .conftest import REPO, run_tool
+from .conftest import HANG_GUARD_S, REPO, run_tool
+from .test_checkpoint_loading import pickled_globals
 
 pytestmark = pytest.mark.integration  # every test here starts a process
 
@@ -76,7 +77,7 @@ def run_framework_test(name: str, config: Path, checkpoint: Path, work_dir: Path
     env = {**os.environ, 'PYTHONUNBUFFERED': '1', **(env or {})}
     return subprocess.run([sys.executable, str(FRAMEWORK_TEST[name]), str(config), str(checkpoint), '--work-dir',
                            str(work_dir), '--cfg-options', *options], cwd=work_dir.parent, env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def test_mmseg_api_and_inferencer_load_a_trained_checkpoint(trained):
@@ -164,3 +165,64 @@ def test_unsafe_pickle_is_refused_in_every_framework_client(trained, tmp_path):
         else:  # mmseg's tools/test.py builds mmengine's plain Runner whatever runner_type says: torch's refusal
             assert re.search(refused, proc.stderr), proc.stderr[-3000:]
     assert not marker.exists(), 'the pickle payload ran'
+
+
+# A user's own mmseg config: mmseg's bases only, the plugin through custom_imports, no runner_type (mmengine's plain
+# Runner writes the checkpoint: its message hub holds HistoryBuffer objects and numpy values).
+USER_CONFIG = """
+_base_ = ['mmseg::_base_/default_runtime.py', 'mmseg::_base_/datasets/cityscapes.py',
+          'mmseg::_base_/schedules/schedule_20k.py']
+custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
+crop_size = (64, 128)
+data_root = '{root}'
+model = dict(
+    type='EncoderDecoder',
+    data_preprocessor=dict(type='SegDataPreProcessor', mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375],
+                           bgr_to_rgb=True, pad_val=0, seg_pad_val=255, size=crop_size),
+    backbone=dict(type='JetViT', model_name='dinov3_vits16', arch='LWLF', embed_dim=32, depth=4, num_heads=2,
+                  mixers=dict(L=dict(type='LinearAttention'), W=dict(type='WindowAttention', window_size=4),
+                              F=dict(type='FullAttention'))),
+    decode_head=dict(type='LinearProbeHead', in_channels=32, num_classes=19),
+    train_cfg=dict(), test_cfg=dict(mode='whole'))
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations'),
+    dict(type='RandomCrop', crop_size=crop_size),
+    dict(type='PackSegInputs'),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=(128, 64), keep_ratio=True),
+    dict(type='LoadAnnotations'),
+    dict(type='PackSegInputs'),
+]
+train_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+                        dataset=dict(data_root=data_root, pipeline=train_pipeline))
+val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+                      dataset=dict(data_root=data_root, pipeline=test_pipeline))
+test_dataloader = val_dataloader
+train_cfg = dict(type='IterBasedTrainLoop', max_iters=2, val_interval=100)
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=2),
+                     logger=dict(type='LoggerHook', interval=1, log_metric_by_epoch=False))
+"""
+
+
+def test_a_users_own_config_with_only_custom_imports_trains_and_loads_in_the_clients(tiny_cityscapes, tmp_path):
+    """The one line (issue 40): a config of mmseg's bases + ``custom_imports`` trains with tools/train.py, and its
+    checkpoint (mmengine's plain Runner: HistoryBuffer objects, numpy values) loads weights-only in ``init_model`` and
+    ``MMSegInferencer`` with mmengine's own loader (the plugin allows those data types, nothing else)."""
+    from mmseg.apis import MMSegInferencer, inference_model, init_model
+
+    config = tmp_path / 'my_jetvit.py'
+    config.write_text(USER_CONFIG.replace('{root}', str(tiny_cityscapes)))
+    run_tool('train.py', config, '--work-dir', tmp_path / 'work')
+    checkpoint = tmp_path / 'work' / 'iter_2.pth'
+    names = pickled_globals(checkpoint)
+    assert any(name.endswith('HistoryBuffer') for name in names), names  # the case of the issue
+    image = _image(tiny_cityscapes, 'leftImg8bit/val/*/*.png')
+    model = init_model(str(config), str(checkpoint), device='cpu')
+    assert_loaded(model, checkpoint)
+    pred = inference_model(model, image).pred_sem_seg.data
+    inferencer = MMSegInferencer(str(config), str(checkpoint), device='cpu')
+    assert_loaded(inferencer.model, checkpoint)
+    assert torch.equal(inferencer(image, return_datasamples=True).pred_sem_seg.data.cpu(), pred.cpu())

@@ -17,7 +17,7 @@ import torch
 from jetvit_mm.models.arch import SPEC_META_KEY
 from jetvit_mm.models.checkpoints.integrity import DIGEST_META_KEY
 
-from .conftest import REPO, run_tool
+from .conftest import HANG_GUARD_S, REPO, run_tool
 
 pytestmark = pytest.mark.integration  # every test here starts a process (a tool, torchrun, a stage)
 
@@ -35,7 +35,7 @@ def run_framework_tool(framework: str, script: str, *args, cwd: Path) -> subproc
     """``python <mmseg|mmdet>/.mim/tools/<script> ...``: the framework's own script, as a user runs it."""
     env = {**os.environ, 'PYTHONUNBUFFERED': '1', 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '2')}
     proc = subprocess.run([sys.executable, str(FRAMEWORK_TOOLS[framework] / script), *map(str, args)], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, f'{framework} tools/{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}'
     return proc
 

@@ -13,6 +13,8 @@ from mmengine.optim import build_optim_wrapper
 
 from tests import fsdp_worker
 
+from .conftest import HANG_GUARD_S
+
 REPO = Path(__file__).resolve().parents[1]
 CASES = {'fp32': dict(param_dtype=None, reduce_dtype=None),
          'fp32_checkpointing': dict(param_dtype=None, reduce_dtype=None, grad_checkpointing=True),
@@ -20,7 +22,7 @@ CASES = {'fp32': dict(param_dtype=None, reduce_dtype=None),
          'bf16': dict(param_dtype='bfloat16', reduce_dtype='float32')}
 
 
-def torchrun(*args: str, nproc: int = 2, timeout: int = 600) -> subprocess.CompletedProcess:
+def torchrun(*args: str, nproc: int = 2, timeout: int = HANG_GUARD_S) -> subprocess.CompletedProcess:
     """``torchrun --standalone``: the rendezvous picks a free port; the workers tear their process group down."""
     exe = Path(sys.executable).with_name('torchrun')
     env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1', PYTHONPATH=str(REPO))

@@ -17,7 +17,7 @@ from jetvit_mm.models.checkpoints import strip_prefix
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet
 
-from .conftest import REPO
+from .conftest import HANG_GUARD_S, REPO
 from .test_supernet import make_teacher_checkpoint, read_paths
 
 pytestmark = pytest.mark.integration  # every test here starts a process
@@ -35,7 +35,7 @@ def train(work_dir: Path, data: Path, teacher: Path, *extra: str, resume: bool =
            '--launcher', 'pytorch', '--work-dir', str(work_dir), *(['--resume'] if resume else []),
            '--cfg-options', f'train_dataloader.dataset.data_root={data}', f'model.teacher.checkpoint={teacher}',
            'randomness.seed=3', *extra]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return proc.stdout + proc.stderr
 

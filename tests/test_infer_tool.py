@@ -1,6 +1,8 @@
 """tools/infer.py on real image files: segmentation (palette PNG + overlay) and depth (colour map, raw .npy, 16-bit
 PNG) at odd image sizes, batched, from files, a folder and a glob; clear errors for bad inputs."""
 import json
+import os
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -356,3 +358,57 @@ def test_depth_from_an_official_depth_anything_v2_file_in_two_lines(images, tmp_
         assert direct.std() > 0 and np.array_equal(direct, np.load(tmp_path / 'converted' / f'{name}_disparity.npy'))
         png16 = cv2.imread(str(tmp_path / 'direct' / f'{name}_disparity16.png'), cv2.IMREAD_UNCHANGED)
         assert png16.dtype == np.uint16 and (tmp_path / 'direct' / f'{name}_depth.png').is_file()
+
+
+def test_infer_reads_its_checkpoint_once_and_the_core_never_calls_up_into_the_adapter(tmp_path, monkeypatch):
+    """tools/infer.py with a checkpoint that carries its config: the file is opened once (its config, its DepthAnything
+    layout, the fit check and the weights all come from that one checked read), and no function of
+    ``jetvit_mm/models`` calls one of ``jetvit_mm/mm`` on the way (issue 40)."""
+    import builtins
+    import io
+    import sys
+
+    from mmengine.config import Config
+    from mmseg.apis import init_model
+
+    import jetvit_mm.mm  # noqa: F401
+    from jetvit_mm.models.checkpoints import save_checkpoint
+
+    from .test_bad_input import load_tool
+
+    cfg = Config.fromfile(str(SEG))
+    torch.manual_seed(0)
+    state = init_model(cfg, None, device='cpu').state_dict()
+    checkpoint = save_checkpoint({'state_dict': state, 'meta': {'cfg': cfg.pretty_text}}, tmp_path / 'probe.pth')
+    image = tmp_path / 'img.png'
+    cv2.imwrite(str(image), np.zeros((32, 48, 3), np.uint8))
+    target, opened, upward = checkpoint.resolve(), [], set()
+
+    def counted(real, what):
+        def call(file, *args, **kwargs):
+            if isinstance(file, (str, os.PathLike)) and Path(file).resolve() == target:
+                opened.append(what)
+            return real(file, *args, **kwargs)
+        return call
+
+    monkeypatch.setattr(builtins, 'open', counted(builtins.open, 'open'))
+    monkeypatch.setattr(io, 'open', counted(io.open, 'io.open'))
+    monkeypatch.setattr(torch, 'load', counted(torch.load, 'torch.load'))
+    monkeypatch.setattr(torch.UntypedStorage, 'from_file', counted(torch.UntypedStorage.from_file, 'mmap'))
+
+    adapter, core = f'{os.sep}jetvit_mm{os.sep}mm{os.sep}', f'{os.sep}jetvit_mm{os.sep}models{os.sep}'
+
+    def profile(frame, event, arg):
+        caller = frame.f_back
+        if event == 'call' and caller is not None and adapter in frame.f_code.co_filename \
+                and core in caller.f_code.co_filename:
+            upward.add(f'{caller.f_code.co_filename}:{caller.f_code.co_name} -> {frame.f_code.co_name}')
+
+    sys.setprofile(profile)
+    try:
+        load_tool('infer').main([str(checkpoint), str(image), '--out-dir', str(tmp_path / 'out')])
+    finally:
+        sys.setprofile(None)
+    assert opened == ['open'], opened
+    assert not upward, sorted(upward)
+    assert (tmp_path / 'out' / 'img_seg.png').exists()

@@ -6,7 +6,9 @@
 - a mixer on ``kernel='triton'`` trains through the Triton autograd Function: the input's and every weight's
   gradient against the same mixer on the torch path (fp32 to 1e-5 relative; bf16 no further from the fp32 result
   than the torch path's own bf16 gradient plus one bf16 spacing at the gradient's scale: the bf16 qkv Linear's
-  backward alone rounds the input's gradient by several spacings);
+  backward alone rounds the input's gradient by several spacings), the path resolved with grad 'triton', and the
+  static and squeeze conv terms computed by the kernels in training too (their backward in torch ops), the
+  token-dynamic one beforehand;
 - a backward kernel that computes wrongly fails the self-check: a warning naming it, and the torch path trains.
 
 The checks run in one fresh interpreter with ``TRITON_INTERPRET=1`` (as tests/test_equivalence_matrix.py explains).
@@ -27,7 +29,7 @@ from jetvit_mm.models.mixers import linear as linear_module
 from jetvit_mm.models.mixers.kernels import selfcheck
 from jetvit_mm.models.mixers.kernels.linear_fused import rotation_table
 
-from .conftest import REPO
+from .conftest import HANG_GUARD_S, REPO
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps
 GRID = (3, 5)
@@ -105,14 +107,22 @@ def rope_for(layout: str) -> Optional[torch.Tensor]:
 
 
 def training_case(dtype_name: str, layout: str, prefix: int, conv: str) -> None:
-    """Every gradient of the mixer on 'triton' against the torch path's (see the module docstring)."""
+    """Every gradient of the mixer on 'triton' against the torch path's (see the module docstring); the path
+    resolved with grad is 'triton', and the static and squeeze conv terms are the kernels' (no eager conv runs)."""
     reference, fast = mixer_pair(torch.float32, layout, prefix, conv)
+    if conv == 'squeeze':  # a generator that depends on V: its backward (and the mean's) is checked too
+        with torch.no_grad():
+            for mixer in (reference, fast):
+                mixer.conv.fc2.weight.copy_(torch.randn(mixer.conv.fc2.weight.shape,
+                                                        generator=torch.Generator().manual_seed(3)) * 0.2)
     x = torch.randn(3, prefix + GRID[0] * GRID[1], 32, generator=torch.Generator().manual_seed(1))
     out_grad = torch.randn(x.shape, generator=torch.Generator().manual_seed(2)).bfloat16().float()
     rope = rope_for(layout)
-    calls = []
+    calls, eager_convs = [], []
     trainable = linear_module.trainable_triton_linear_attention
     linear_module.trainable_triton_linear_attention = lambda *a: calls.append(1) or trainable(*a)  # a spy
+    conv_beforehand = fast.fast_value_conv  # the conv term computed before the kernels (the self-check's torch
+    fast.fast_value_conv = lambda *a: eager_convs.append(1) or conv_beforehand(*a)  # path calls value_conv)
     try:
         exact = gradients(reference, x, rope, out_grad)
         if dtype_name == 'bf16':
@@ -122,6 +132,8 @@ def training_case(dtype_name: str, layout: str, prefix: int, conv: str) -> None:
     finally:
         linear_module.trainable_triton_linear_attention = trainable
     assert calls, 'the Triton autograd Function did not run'
+    assert {path for key, path in fast._kernel_paths.items() if key[3]} == {'triton'}, fast._kernel_paths
+    assert bool(eager_convs) == (conv == 'token'), f'{conv}: eager conv ran {len(eager_convs)} times'
     for name, ref in exact.items():
         scale = ref.abs().max().item()
         error = (fast_path[name] - ref).abs().max().item()
@@ -136,6 +148,7 @@ def broken_backward_case() -> None:
     """A Triton backward that doubles every gradient: the self-check warns once, naming it, and the torch path's
     gradients come out."""
     selfcheck.forget_verdicts()
+    from jetvit_mm.models.mixers.kernels.linear_triton import conv_arguments
     from jetvit_mm.models.mixers.kernels.linear_triton_bwd import TritonLinearAttention
 
     class Doubled(TritonLinearAttention):
@@ -144,8 +157,11 @@ def broken_backward_case() -> None:
             return tuple(None if g is None else 2 * g for g in TritonLinearAttention.backward(ctx, grad))
 
     trainable = linear_module.trainable_triton_linear_attention
-    linear_module.trainable_triton_linear_attention = lambda qkv, table, conv, heads, prefix, eps, rotate: \
-        Doubled.apply(qkv, table, conv, heads, prefix, eps, rotate)
+    def doubled(qkv, table, conv, heads, prefix, eps, rotate, conv_weights=None, grid_size=None):
+        static, generator, grid = conv_arguments(conv, conv_weights, grid_size)
+        return Doubled.apply(qkv, table, conv, heads, prefix, eps, rotate, *grid, static, *generator)
+
+    linear_module.trainable_triton_linear_attention = doubled
     try:
         reference, fast = mixer_pair(torch.float32, 'rotate_half', 1, 'squeeze')
         x = torch.randn(2, 1 + GRID[0] * GRID[1], 32, generator=torch.Generator().manual_seed(1))
@@ -170,6 +186,7 @@ CHECKS: Dict[str, Callable[[], None]] = {
     **{f'train-{d}-{layout}-p{prefix}-{conv}': (lambda *a: lambda: training_case(*a))(d, layout, prefix, conv)
        for d in ('fp32', 'bf16') for layout, prefix, conv in (('rotate_half', 5, 'squeeze'),
                                                               ('interleaved', 0, 'static'))},
+    'train-fp32-none-p1-token': lambda: training_case('fp32', 'none', 1, 'token'),
     'broken-backward-falls-back': broken_backward_case,
 }
 
@@ -180,7 +197,7 @@ def interpreted_results() -> Dict[str, Optional[str]]:
     tests.test_linear_triton_backward``): ``{name: None or the failure}``."""
     pytest.importorskip('triton')
     proc = subprocess.run([sys.executable, '-m', 'tests.test_linear_triton_backward'], cwd=REPO, capture_output=True,
-                          text=True, env=dict(os.environ, TRITON_INTERPRET='1'), timeout=900)
+                          text=True, env=dict(os.environ, TRITON_INTERPRET='1'), timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -192,6 +209,7 @@ def test_triton_backward_under_the_interpreter(interpreted_results, name):
 
 
 if __name__ == '__main__':  # the checks, run by ``interpreted_results`` under TRITON_INTERPRET=1
+    warnings.filterwarnings('error', message='jetvit_mm: the fast kernel')  # a fallback is a failure, not a pass
     results = {}
     for check_name, check in CHECKS.items():
         try:

@@ -13,6 +13,7 @@ from jetvit_mm.benchmark.memory import build_distill, measure_train_step_memory
 from jetvit_mm.benchmark.planner import Activations, ParamCounts, count_params, measure_activations, plan_memory
 from jetvit_mm.models.mixers import default_mixers
 
+from .conftest import HANG_GUARD_S
 from .test_bad_input import load_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ def tiny_plan(spec: dict, checkpointing: bool) -> dict:
 @pytest.mark.parametrize('checkpointing', [False, True], ids=['no_checkpointing', 'checkpointing'])
 @pytest.mark.integration  # one measuring process per case
 def test_planned_total_matches_the_measured_train_step_peak(shape, checkpointing):
-    measured = measure_train_step_memory(dict(SHAPES[shape], checkpointing=checkpointing), timeout=300)
+    measured = measure_train_step_memory(dict(SHAPES[shape], checkpointing=checkpointing), timeout=HANG_GUARD_S)
     planned = tiny_plan(SHAPES[shape], checkpointing)
     peak, overhead = measured['peak_increase_bytes'], measured['overhead_bytes']
     ratio = planned['total'] / peak

@@ -24,6 +24,8 @@ from jetvit_mm.mm.distiller import build_on_meta
 from jetvit_mm.models.jetvit import JetViT
 from tests import meta_init_worker
 
+from .conftest import HANG_GUARD_S
+
 REPO = Path(__file__).resolve().parents[1]
 WORLD = 2
 
@@ -33,7 +35,7 @@ def torchrun(*args: str) -> None:
     env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1', PYTHONPATH=str(REPO),
                MALLOC_MMAP_THRESHOLD_=str(MMAP_THRESHOLD))
     cmd = [str(exe), '--standalone', f'--nproc_per_node={WORLD}', *args]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
 
 

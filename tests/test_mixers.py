@@ -159,11 +159,37 @@ def test_rope_table_gives_timm_rotation_bit_for_bit(x_dtype, rope_dtype, num_pre
     x = torch.randn(2, HEADS, num_prefix_tokens + 35, HEAD_DIM, generator=torch.Generator().manual_seed(0))
     x, rope = (x * 10).to(x_dtype), dinov3_rope(grid).to(rope_dtype)
     patches = apply_rot_embed_cat(x[:, :, num_prefix_tokens:], rope, half=True)  # timm, patch tokens only
-    expected = torch.cat([x[:, :, :num_prefix_tokens], patches], dim=2)
+    # cast back: timm 1.0.31 does it itself, 1.0.29 (the GPU image's) returns the promoted dtype
+    expected = torch.cat([x[:, :, :num_prefix_tokens], patches.to(x_dtype)], dim=2)
     out = rotate_patch_tokens(x, rope, num_prefix_tokens)
     assert out.dtype == x_dtype and torch.equal(out, expected)
     with pytest.raises(ValueError, match=r'rope table must have shape \(num_tokens, 2 \* head_dim\)'):
         apply_rope_table(x, rope_table(rope, num_prefix_tokens + 1))
+
+
+def timm_1_0_29_rotation(x, emb, half=False):
+    """timm 1.0.29's ``apply_rot_embed_cat`` (the GPU image's): the interleaved branch returns the promoted dtype
+    (fp32 for bf16 ``x`` and an fp32 table) where newer timm casts back to ``x.dtype``."""
+    return apply_rot_embed_cat(x, emb, half=half).to(torch.promote_types(x.dtype, emb.dtype))
+
+
+@pytest.mark.parametrize('letter,options', [('F', {}), ('W', {'window_size': 3}), ('L', {'conv': 'squeeze'})])
+def test_interleaved_rope_in_bf16_keeps_bf16_whatever_timm_returns(monkeypatch, letter, options):
+    """Issue 39: W in bf16 with interleaved RoPE (EVA02 / RoPE-ViT teachers) crashed in SDPA ("Expected query, key,
+    and value to have the same dtype") on timm 1.0.29; every mixer casts the rotation back itself."""
+    from jetvit_mm.models.mixers import rope as rope_module
+
+    grid = (5, 7)
+    rope = RotaryEmbeddingDinoV3(HEAD_DIM, temperature=100, rotate_half=False).get_embed(shape=grid)
+    mixers = default_mixers(**{letter: dict(options, kernel='torch')}) if letter != 'F' else None
+    mixer = build_mixer(letter, DIM, HEADS, num_prefix_tokens=PREFIX, rotate_half=False, mixers=mixers)
+    mixer = mixer.bfloat16().eval()
+    x = tokens(grid).bfloat16()
+    with torch.no_grad():
+        expected = mixer(x, grid, rope)
+        monkeypatch.setattr(rope_module, 'apply_rot_embed_cat', timm_1_0_29_rotation)
+        out = mixer(x, grid, rope)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, expected)
 
 
 def test_full_attention_matches_timm_vit_attention_without_rope():

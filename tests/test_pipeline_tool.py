@@ -17,7 +17,7 @@ import torch
 
 from jetvit_mm.mm.workflow import MARKER, FileText, Join, Stage, Workflow
 
-from .conftest import REPO, run_tool
+from .conftest import HANG_GUARD_S, REPO, run_tool
 
 pytestmark = pytest.mark.integration  # every test here starts a process (a tool, torchrun, a stage)
 
@@ -196,7 +196,7 @@ def test_pipeline_killed_midway_resumes_to_the_report_of_an_uninterrupted_run(tm
     env = {**os.environ, 'PYTHONUNBUFFERED': '1', 'OMP_NUM_THREADS': '1'}
     proc = subprocess.Popen(_pipeline_args(root, work), cwd=REPO, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 900
+    deadline = time.time() + HANG_GUARD_S
     while not (work / 'finetune' / 'stage.log').exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
     assert proc.poll() is None, 'the pipeline ended before the fine-tune stage'
@@ -204,7 +204,7 @@ def test_pipeline_killed_midway_resumes_to_the_report_of_an_uninterrupted_run(tm
     proc.wait()
     assert not (work / 'finetune' / MARKER).exists() and not (work / 'report').exists()
     resumed = subprocess.run(_pipeline_args(root, work), cwd=REPO, env=env, capture_output=True, text=True,
-                             timeout=900)
+                             timeout=HANG_GUARD_S)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     for name in ('probe_teacher', 'test_teacher', 'step1_distill', 'step1_search', 'step2_distill', 'step2_search'):
         assert f'[pipeline] {name}: done, skipped' in resumed.stdout
@@ -215,7 +215,7 @@ def test_pipeline_killed_midway_resumes_to_the_report_of_an_uninterrupted_run(tm
     for name in ('finetune', 'probe_hybrid', 'test_hybrid', 'report'):
         shutil.rmtree(work / name)
     again = subprocess.run(_pipeline_args(root, work), cwd=REPO, env=env, capture_output=True, text=True,
-                           timeout=900)
+                           timeout=HANG_GUARD_S)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert _deterministic(json.loads((work / 'report' / 'report.json').read_text())) == _deterministic(report)
     assert report['step2_arch'].count('F') <= 2 and set(report['step1_arch']) <= set('LW')

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import HANG_GUARD_S, REPO
 
 PACKAGE = REPO / 'jetvit_mm'
 OPENMMLAB = ('mmengine', 'mmcv', 'mmseg', 'mmdet')
@@ -98,7 +98,8 @@ print('pure core ok')
 @pytest.mark.integration
 def test_core_runs_with_openmmlab_blocked(tmp_path):
     script = BLOCKED_RUN.format(blocked=OPENMMLAB, tmp=str(tmp_path))
-    proc = subprocess.run([sys.executable, '-c', script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, '-c', script], cwd=REPO, capture_output=True, text=True,
+                          timeout=HANG_GUARD_S)
     assert proc.returncode == 0 and 'pure core ok' in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
 
 

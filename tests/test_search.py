@@ -17,7 +17,7 @@ from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.search import search_step1, search_step2, step1_moves, step2_moves
 from jetvit_mm.search.report import layer_gains, pareto_front
 
-from .conftest import REPO, run_tool
+from .conftest import HANG_GUARD_S, REPO, run_tool
 from .test_supernet import make_teacher_checkpoint
 
 PROBE = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
@@ -266,7 +266,7 @@ def test_killed_search_resumes_without_rescoring(pipeline, tmp_path):
     env = dict(os.environ, PYTHONUNBUFFERED='1')
     cmd = [sys.executable, str(REPO / 'tools' / 'search.py'), *map(str, search_args(p, killed, '--min-gain', '-100'))]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state_file, deadline = killed / 'search_state.json', time.time() + 300
+    state_file, deadline = killed / 'search_state.json', time.time() + HANG_GUARD_S
     while time.time() < deadline:
         if state_file.is_file() and len(json.loads(state_file.read_text())['stages']['1']['scores']) >= 3:
             break

@@ -9,8 +9,10 @@ from mmengine.config import Config
 import jetvit_mm.mm  # noqa: F401  (registers the datasets and the loader)
 from jetvit_mm.mm.search_identity import (
     IDENTITY_NAMES,
+    agreed_identity,
     search_identity,
     state_fingerprint,
+    val_content_fingerprint,
     val_files_fingerprint,
     val_protocol_fingerprint,
 )
@@ -55,6 +57,33 @@ def test_val_set_fingerprints_follow_content_not_location(tiny_cityscapes, tmp_p
     other = probe_config(tiny_cityscapes)
     other.merge_from_dict({'val_evaluator.iou_metrics': ['mIoU', 'mDice']})
     assert val_protocol_fingerprint(other) != val_protocol_fingerprint(here)
+
+
+def test_val_content_fingerprint_reads_the_bytes_not_the_names_or_sizes(tiny_cityscapes, tmp_path):
+    """What ranks compare besides the recorded identity: a val set with the same names and sizes but other bytes
+    differs (the file list does not see it), the same bytes elsewhere do not."""
+    moved = shutil.copytree(tiny_cityscapes, tmp_path / 'moved')
+    here, there = probe_config(tiny_cityscapes), probe_config(moved)
+    assert val_content_fingerprint(here) == val_content_fingerprint(there)
+    image = sorted((moved / 'leftImg8bit' / 'val').rglob('*.png'))[0]
+    data = bytearray(image.read_bytes())
+    data[-20] ^= 1  # one bit of the last chunk: the same size
+    image.write_bytes(bytes(data))
+    assert val_files_fingerprint(there) == val_files_fingerprint(here)
+    assert val_content_fingerprint(there) != val_content_fingerprint(here)
+
+
+def test_ranks_differences_name_each_rank_and_field():
+    """In one process the identity is computed and nothing is compared; the comparison of gathered identities (what
+    every rank runs alike on the same gathered list) names each differing rank and field."""
+    from jetvit_mm.mm.search_identity import _differences
+    assert agreed_identity(lambda: {'metric': 'mIoU'}, lambda: 1 / 0) == {'metric': 'mIoU'}
+    same = {'val_files': 'a', 'supernet': 's', 'option.beam_width': 4}
+    gathered = [(same, None), (same, None), (dict(same, val_files='b', **{'option.beam_width': 2}), None)]
+    assert _differences(gathered) == [
+        "rank 2's val_files (the val set's file list (names under data_root and sizes)) differs from rank 0's: rank 0 "
+        "a, rank 2 b",
+        "rank 2's option.beam_width (the search option beam_width) differs from rank 0's: rank 0 4, rank 2 2"]
 
 
 def test_resume_refuses_a_changed_input_naming_it(tiny_cityscapes, tmp_path):

@@ -20,7 +20,7 @@ from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet, parse_search_space, step2_search_space
 from jetvit_mm.search import SupernetSampler
 
-from .conftest import REPO, run_tool
+from .conftest import HANG_GUARD_S, REPO, run_tool
 
 CONFIG = REPO / 'tests' / 'configs' / 'distill_supernet_tiny_cityscapes.py'
 TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
@@ -341,7 +341,7 @@ def test_two_process_cpu_training_samples_the_same_path(tiny_cityscapes, teacher
            str(REPO / 'tools' / 'train.py'), str(CONFIG), '--launcher', 'pytorch', '--work-dir', str(tmp_path),
            *options(tiny_cityscapes, teacher_ckpt, 'train_cfg.max_iters=3', 'default_hooks.checkpoint.interval=3',
                     'randomness.seed=5', f'randomness.diff_rank_seed={diff_rank_seed}')]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-5000:]
     rank0, rank1 = read_paths(tmp_path, 0), read_paths(tmp_path, 1)
     assert sorted(rank0) == [0, 1, 2] and rank0 == rank1

@@ -199,3 +199,43 @@ def test_clustering_is_deterministic():
     with torch.no_grad():
         a, b, c = first(x), first(x), second(x)
     assert all(torch.equal(p, q) and torch.equal(p, r) for p, q, r in zip(a, b, c))
+
+
+@pytest.mark.parametrize('temperature', [1e-300, 1e-39])
+def test_a_temperature_below_the_dtype_range_is_refused_naming_the_limit(temperature):
+    """Finite and > 0, but below fp32's smallest normal number: the similarities over it overflow (all-NaN features
+    before), so it is refused at construction, naming the limit; float64 weights take it, and compute finite."""
+    spec = dict(factor=2, after=0, temperature=temperature)
+    limit = r'at least 1\.1754943508222875e-38 \(torch\.finfo\(torch\.float32\)\.tiny\)'
+    with pytest.raises(ValueError, match=limit):
+        TokenClusteringJetViT(clustering=spec, **TINY)
+    with pytest.raises(ValueError, match=limit):
+        apply_token_clustering(JetViT(**TINY), spec)
+    teacher, clustered = pair('LWFL', None)
+    clustered.double().set_clustering(spec)
+    with torch.no_grad():
+        assert all(torch.isfinite(out).all() for out in clustered(torch.randn(1, 3, 80, 112, dtype=torch.float64)))
+
+
+def test_the_temperature_limit_is_the_compute_dtypes_and_features_are_finite_at_it():
+    tokens = torch.randn(1, 5 * 7, 8)
+    with pytest.raises(ValueError, match=r'at least 6\.1035.*e-05 \(torch\.finfo\(torch\.float16\)\.tiny\)'):
+        cluster_tokens(tokens.half(), (5, 7), 2, iters=1, temperature=1e-5)  # fine in fp32, not in fp16
+    tiny = torch.finfo(torch.float32).tiny
+    _, clustered = pair('LWFL', dict(factor=2, after=0, temperature=tiny))
+    with torch.no_grad():
+        assert all(torch.isfinite(out).all() for out in clustered(torch.randn(1, 3, 80, 112)))
+
+
+@pytest.mark.parametrize('factor', [8, 100_000])
+def test_a_factor_larger_than_the_patch_grid_is_refused_naming_the_grid(factor):
+    """80x112 images are a 5x7 grid of patches: a factor of 7 makes one cluster, a larger one only pads (a huge one
+    tried to allocate terabytes before)."""
+    _, clustered = pair('LWFL', f'f{factor}@0')
+    x = torch.randn(1, 3, 80, 112)
+    with torch.no_grad(), pytest.raises(ValueError, match=f'factor {factor} is larger than this input\'s patch grid '
+                                                          '5x7: it must be at most 7'):
+        clustered(x)
+    clustered.set_clustering('f7@0')
+    with torch.no_grad():
+        assert all(torch.isfinite(out).all() for out in clustered(x))

@@ -10,7 +10,7 @@ import torch
 from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 
-from .conftest import REPO, run_tool
+from .conftest import HANG_GUARD_S, REPO, run_tool
 
 CONFIG = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
 
@@ -117,7 +117,7 @@ def test_two_process_cpu_probe_training(tiny_cityscapes, tmp_path):
     cmd = [str(torchrun), '--standalone', '--nproc_per_node=2', str(REPO / 'tools' / 'train.py'), str(CONFIG),
            '--launcher', 'pytorch', '--work-dir', str(tmp_path), *data_options(tiny_cityscapes),
            'train_cfg.max_iters=2', 'train_cfg.val_interval=2']
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert re.search(r'Iter\(val\) .*mIoU: \d', proc.stdout + proc.stderr)
     state = load_local_checkpoint(str(tmp_path / 'iter_2.pth'))['state_dict']
@@ -178,6 +178,38 @@ def test_run_main_leaves_without_finalizing_only_after_a_torn_down_group(tmp_pat
     with pytest.raises(RuntimeError, match='late failure'):
         run_main(failing_main, leave=left.append)
     assert left == [0]
+
+
+def test_what_the_run_left_unreachable_is_freed_before_the_process_group_goes(tmp_path, monkeypatch):
+    """A runner's model in reference cycles (FSDP2's hooks) is collected while the group lives, not at exit (issue 39:
+    on the H200 an FSDP2 process sat over 10 s in the exit's garbage collection). The collector is off here, so only
+    the teardown's own collection can free it."""
+    import gc
+    import weakref
+
+    from jetvit_mm.mm.launch import process_group_teardown
+
+    class Model:
+        pass
+
+    freed_at_destroy = []
+    destroy = torch.distributed.destroy_process_group
+    monkeypatch.setattr(torch.distributed, 'destroy_process_group',
+                        lambda: (freed_at_destroy.append(ref() is None), destroy()))
+    torch.distributed.init_process_group('gloo', init_method=f'file://{tmp_path / "rendezvous"}', rank=0,
+                                         world_size=1)
+    gc.disable()
+    try:
+        with process_group_teardown():
+            model = Model()
+            model.itself = model  # a cycle, as FSDP2's hooks make
+            ref = weakref.ref(model)
+            del model
+        assert freed_at_destroy == [True]
+    finally:
+        gc.enable()
+        if torch.distributed.is_initialized():
+            destroy()
 
 
 @pytest.mark.parametrize('fails', [False, True], ids=['success', 'error'])

@@ -18,19 +18,24 @@ entries alike. Reports median, min and max per entry and checks the targets of d
 `distill-step` times one distillation training step of a supernet (path set to --arch) against a fixed-arch
 student with the same arch, interleaved (the supernet's overhead target: at most 1.25x).
 
-    python tools/benchmark.py distill-kernels [--model dinov3_vits16] [--arch LWLWLWLWLWLW] [--size 224 224]
-        [--batch 2] [--depth N] [--device cpu|cuda] [--warmup 2] [--repeat 5] [--threads N] [--json PATH]
+    python tools/benchmark.py distill-kernels [--model dinov3_vits16] [--arch all-L|all-W|2F|ARCH ...]
+        [--size 224 224] [--batch 2] [--depth N] [--device cpu|cuda] [--dtype bf16|fp32]
+        [--fast-mode auto|eager|compiled] [--warmup 2] [--repeat 5] [--threads N] [--json PATH]
 
 `distill-kernels` times one supernet distillation step (teacher forward, student forward + backward, AdamW) on the
-fast mixer paths against the torch paths, interleaved (jetvit_mm/benchmark/distill_kernels.py): on CUDA the eager
-fast paths (L: Triton with its Triton backward; W: FlexAttention's backward), on the CPU the compiled student (no
-eager CPU fast path has a backward). Target on a GPU: the fast step >= x1.3 faster.
+fast mixer paths against the torch paths, per arch, all interleaved in one run (jetvit_mm/benchmark/
+distill_kernels.py): on CUDA the eager fast paths (L: Triton with its Triton backward; W: FlexAttention's backward),
+on the CPU the compiled student (no eager CPU fast path has a backward). The default archs (all-L, all-W and 2F;
+--arch repeated picks others) put a slowdown down to L or W; --dtype bf16 (default) runs the forward under autocast
+(fp32 weights and AdamW). Sizes where attention matters: --size 1024 2048 --batch 1, --size 512 1024 --batch 4.
+Target on a GPU: the fast step >= x1.3 faster.
 
     python tools/benchmark.py models [--model dinov3_vitb16] [--arch teacher|2F|all-L|all-W|ARCH ...]
         [--baseline NAME=f<FACTOR>@<AFTER>[-<UNTIL>] ...]
         [--config CONFIG] [--checkpoint EXPORTED.pth] [--size H W ...] [--batch 1] [--dtype fp32|bf16|fp16]
         [--device cpu|cuda] [--warmup 1] [--repeat 5] [--compile] [--cuda-graph] [--throughput [BATCH]]
-        [--linear-cfg KEY=VALUE ...] [--window-kernel auto|torch|compile|flex] [--threads N] [--malloc keep|system]
+        [--linear-cfg KEY=VALUE ...] [--window-kernel auto|torch|compile|flex] [--patch-embed conv|matmul]
+        [--threads N] [--malloc keep|system]
         [--head none|dpt] [--no-teacher] [--no-memory] [--profile] [--json PATH] [--plot PNG]
 
 `models` times whole JetViT forwards (random weights unless --checkpoint) for each arch at each --size, every
@@ -68,7 +73,8 @@ captured the same way. `models` records the SDPA backend of every F layer (``sdp
 CUDA where cuDNN attention runs, also times the teacher with it (``teacher (cuDNN attention)``): every speed-up is
 stated against the fastest teacher of its size (``reference`` in each row). ``--linear-cfg precision=mixed`` (any
 L-mixer option, e.g. ``kernel=torch``) applies to every arch's L layers, ``--window-kernel`` to its W layers
-(default: the model's, ``auto``).
+(default: the model's, ``auto``). ``--patch-embed matmul`` computes every model's patch embedding as a reshape +
+matmul instead of the convolution (same weights; jetvit_mm/models/patch_embed.py), for a GPU to compare the two.
 
 On CPU, ``--malloc keep`` (the default of every subcommand) makes glibc keep freed memory for the next call:
 with the system policy every forward at 1024x2048 maps its big tensors afresh and page-faults ~1.2 million times,
@@ -84,7 +90,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from jetvit_mm.benchmark.allocator import POLICIES as MALLOC_POLICIES
-from jetvit_mm.benchmark.archs import ARCH_SHORTCUTS
+from jetvit_mm.benchmark.archs import ARCH_SHORTCUTS, DISTILL_KERNEL_ARCHS
 from jetvit_mm.benchmark.distill import build_distiller, distill_step
 from jetvit_mm.benchmark.host import machine_record, malloc_note, malloc_record, prepare_host, started_at
 from jetvit_mm.benchmark.mixers import DTYPE_CHOICES as MIXER_DTYPES
@@ -179,21 +185,28 @@ def run_distill_step(args: argparse.Namespace) -> dict:
 
 
 def run_distill_kernels(args: argparse.Namespace) -> dict:
-    """A supernet distillation step on the fast paths vs the torch paths, side by side."""
+    """A supernet distillation step on the fast paths vs the torch paths, side by side, per arch."""
     from jetvit_mm.benchmark.distill_kernels import distill_kernels_benchmark
 
     kept = prepare_host(args.threads, 'keep', torch.device(args.device).type)
-    print(f'distill-kernels: {args.model}, arch {args.arch}, input {args.size[0]}x{args.size[1]}, batch {args.batch}, '
-          f'{args.device}, {torch.get_num_threads()} threads{malloc_note(kept, torch.device(args.device))}',
-          flush=True)
+    args.arch = args.arch or list(DISTILL_KERNEL_ARCHS)
+    print(f'distill-kernels: {args.model}, archs {" ".join(args.arch)}, input {args.size[0]}x{args.size[1]}, batch '
+          f'{args.batch}, {args.dtype}{" (autocast)" if args.dtype == "bf16" else ""}, {args.device}, '
+          f'{torch.get_num_threads()} threads{malloc_note(kept, torch.device(args.device))}', flush=True)
     started = started_at()
-    measured = distill_kernels_benchmark(args.model, args.arch, tuple(args.size), args.batch, args.device,
-                                         args.warmup, args.repeat, round_printer(args.warmup + args.repeat),
-                                         **({} if args.depth is None else dict(depth=args.depth)))
+    try:
+        measured = distill_kernels_benchmark(args.model, args.arch, tuple(args.size), args.batch, args.device,
+                                             args.warmup, args.repeat, round_printer(args.warmup + args.repeat),
+                                             dtype=args.dtype, fast_mode=args.fast_mode,
+                                             **({} if args.depth is None else dict(depth=args.depth)))
+    except ValueError as error:  # an arch that is no shortcut and no valid letter string
+        raise SystemExit(f'distill-kernels: {error}') from None
     for name, s in measured['stats'].items():
-        print(f'| {name:<12} | median {s["median_ms"]:>9.1f} ms | min {s["min_ms"]:>9.1f} ms |')
-    print(f'fast paths ({measured["fast_mode"]}): x{measured["ratio_median"]:.2f} (torch / fast, medians); '
-          f'first losses {measured["first_losses"]}')
+        print(f'| {name:<28} | median {s["median_ms"]:>9.1f} ms | min {s["min_ms"]:>9.1f} ms |')
+    for arch, ratio in measured['ratio_median'].items():
+        print(f'{arch}: fast paths ({measured["fast_mode"]}) x{ratio:.2f} (torch / fast, medians); fast student\'s '
+              f'paths {measured["fast_paths"][arch]}; first losses torch {measured["first_losses"][arch + " torch"]}'
+              f', fast {measured["first_losses"][arch + " fast"]}')
     return save_result('distill-kernels', args, dict(date=started, **measured))
 
 
@@ -247,7 +260,8 @@ def run_models(args: argparse.Namespace) -> dict:
         entries, sizes=args.size, batch=args.batch, dtype=args.dtype, device=args.device, warmup=args.warmup,
         repeat=args.repeat, compile_model=args.compile, cuda_graph=args.cuda_graph, throughput=args.throughput,
         threads=args.threads, memory=not args.no_memory, profile=args.profile, malloc=args.malloc, malloc_kept=kept,
-        on_round=round_printer(args.warmup + args.repeat), onnxruntime=args.onnxruntime, freeze=args.freeze)
+        on_round=round_printer(args.warmup + args.repeat), onnxruntime=args.onnxruntime, freeze=args.freeze,
+        patch_embed=args.patch_embed)
     result = save_result('models', args, measured)
     if args.plot:
         plot_scaling(result['rows'], args.plot, scaling_title(result))
@@ -385,11 +399,17 @@ def add_distill_kernels_parser(sub: argparse._SubParsersAction) -> None:
     """The ``distill-kernels`` subcommand's arguments."""
     kern = sub.add_parser('distill-kernels', help='supernet distillation step: fast paths vs torch paths')
     kern.add_argument('--model', default='dinov3_vits16')
-    kern.add_argument('--arch', default='LWLWLWLWLWLW', help='the supernet path (L/W letters, one per layer)')
+    kern.add_argument('--arch', action='append', default=None,
+                      help=f'a supernet path, repeatable, each timed on both paths: a shortcut (all-L, all-W, 2F) or '
+                           f'L/W/F letters, one per layer; default: {" ".join(DISTILL_KERNEL_ARCHS)}')
     kern.add_argument('--size', type=positive, nargs=2, default=(224, 224), metavar=('H', 'W'))
     kern.add_argument('--batch', type=positive, default=2)
     kern.add_argument('--depth', type=positive, default=None, help='a toy with fewer layers (default: the model\'s)')
     kern.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
+    kern.add_argument('--dtype', default='bf16', choices=('bf16', 'fp32'),
+                      help='bf16: forward under autocast (fp32 weights and AdamW); fp32: everything fp32')
+    kern.add_argument('--fast-mode', default='auto', choices=('auto', 'eager', 'compiled'),
+                      help='the fast step eager or compiled (auto: eager on CUDA, compiled on the CPU)')
     kern.add_argument('--warmup', type=count(0), default=2)
     kern.add_argument('--repeat', type=count(1), default=5)
     kern.add_argument('--threads', type=count_arg, default=0)
@@ -433,6 +453,8 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
     models.add_argument('--throughput', type=positive, nargs='?', const=-1, default=None, metavar='BATCH',
                         help='also time this batch for images/s; without a value: the largest power-of-two batch '
                              'that fits (CUDA) or --batch (CPU). Default: images/s of the latency run')
+    models.add_argument('--patch-embed', choices=('conv', 'matmul'), default='conv',
+                        help='the patch embedding as the convolution or as a reshape + matmul (same weights)')
     models.add_argument('--window-kernel', choices=WINDOW_KERNELS, default=None,
                         help='W layers\' implementation for every arch (default: the model\'s own, auto)')
     models.add_argument('--threads', type=count_arg, default=0, help='torch threads on CPU (0: torch default)')

@@ -1,7 +1,7 @@
 """The whole JetViT method in one resumable command.
 
     python tools/pipeline.py CONFIG --teacher CKPT --work-dir W [--data-root D] [--launcher pytorch] \\
-        [--until STAGE] [--plan]
+        [--until STAGE] [--plan] [--overwrite]
 
 CONFIG is the Step-1 distillation config (configs/jetvit/*.py for segmentation, configs/depth/*_distill.py for
 depth; detection: a segmentation distillation config with --task det). The task decides the downstream config
@@ -15,9 +15,15 @@ Stages, each in its own folder under W:
   step2_search (tools/search.py --stage 2 --export), finetune (the exported finetune_<ARCH>.py; depth: the
   pseudo-label config), probe_hybrid + test_hybrid (depth: test_hybrid), report (W/report/report.md).
 
-A stage is skipped when its folder holds its marker and its inputs (command, configs with their bases, files it
-names, the stages before it) are unchanged; a changed input reruns it and everything after it. A killed run resumes
-at the stage it was killed in (a train stage with --resume from its last checkpoint). --plan prints every command,
+A stage is skipped when its folder holds its marker, its inputs (command, configs with their bases, files it
+names, every file under --data-root for the stages that read it, the stages before it) are unchanged and the outputs
+the marker recorded (the checkpoint last_checkpoint names, metrics.json, the search state, the report) are there
+unchanged; otherwise it runs again, saying why, and so does everything after it whose inputs changed. A killed run
+resumes at the stage it was killed in (a train stage with --resume from its last checkpoint). Nothing is deleted that
+the pipeline did not write: a stage folder that would be rewritten and holds other files is refused before any stage
+runs (--overwrite replaces it), and a stage run again keeps its previous outputs in W/.<stage>.previous until the new
+ones are complete. Killed by any signal (kill -9 included), the pipeline takes its running stage with it, and no
+second run starts in W while a process of a stage is alive. --plan prints every command,
 copy-pastable, with its time estimate (iterations x a step time: logged by an earlier run in W, or measured now with
 --measure-steps N) and whether it would be skipped, and runs nothing else.
 """
@@ -58,8 +64,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--beam-width', type=positive, default=4)
     parser.add_argument('--max-full', type=positive, default=2, help='Step 2: at most this many F layers')
     parser.add_argument('--device', help='the search\'s device (default: CUDA when available)')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace stage folders that hold files the pipeline did not write (refused otherwise)')
     args = parser.parse_args(argv)
     check_inputs(parser, args, files=('config', 'teacher', 'probe_config', 'step2_config'))
+    if args.data_root is not None and not args.data_root.is_dir():
+        parser.error(f'--data-root {args.data_root}: no such folder')
     check_outputs(parser, args, dirs=('work_dir', ))
     return args
 
@@ -107,7 +117,8 @@ def main(argv=None) -> None:
     if args.until and args.until not in [s.name for s in stages]:
         raise SystemExit(f'error: --until {args.until}: no such stage for task {profile.task}; valid: '
                          f'{", ".join(s.name for s in stages)}')
-    wf = Workflow(opts.work_dir, cwd=REPO, log=lambda m: print(f'[pipeline] {m}', flush=True))
+    wf = Workflow(opts.work_dir, cwd=REPO, log=lambda m: print(f'[pipeline] {m}', flush=True),
+                  overwrite=args.overwrite)
     if args.plan:
         print(method.plan_text(wf, stages, measured_step_times(stages, wf, args.measure_steps or 0)))
         return

@@ -17,8 +17,15 @@ val_dataloader and val_evaluator score every arch, its backbone arguments must m
 killed search without re-scoring anything, and is refused, naming it, when an input that changes a score differs
 (the checkpoints' tensors, the metric and its direction, the backbone, head, test_cfg and data preprocessor of the
 model config, the val data and evaluator).
+
+One search writes a work dir at a time: D/search.lock holds the writer's pid while it runs, and a second search
+there is refused, naming it. Under torchrun every rank dies with torchrun (a parent-death signal, Linux), and before
+any scoring every rank's inputs (the above, the val files by content and these flags) are gathered and compared: a
+difference is refused on every rank, naming the rank and the input.
 """
 import argparse
+import contextlib
+import os
 from pathlib import Path
 
 import torch
@@ -28,7 +35,10 @@ from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_o
 from jetvit_mm.cli import count as count_arg
 from jetvit_mm.mm.launch import LAUNCHERS, build_runner, process_group_teardown, read_config, run_main
 from jetvit_mm.mm.search_runner import declared_letters
+from jetvit_mm.processes import die_with_parent, work_dir_lock
 from jetvit_mm.search.latency import read_latency_table
+
+PARENT = os.getppid()  # the launcher, read as early as the imports allow
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,12 +136,18 @@ def search_config(args: argparse.Namespace) -> Config:
 
 
 def main(argv=None) -> dict:
+    """Search; under torchrun each rank dies with the launcher, and rank 0 (the writer) holds the work dir's lock
+    (``search.lock``): a second search there is refused, naming the holder's pid."""
+    if os.environ.get('TORCHELASTIC_RUN_ID') is not None:  # a rank torchrun started, in a session of its own
+        die_with_parent(PARENT)
     args = parse_args(argv)
     cfg = search_config(args)
     if args.latency_table is not None:  # a bad table is refused before the runner builds or loads anything
         read_latency_table(Path(args.latency_table), declared_letters(cfg))
-    with process_group_teardown():
-        return build_runner(cfg).val()
+    writer = args.launcher == 'none' or (os.environ.get('RANK') or os.environ.get('SLURM_PROCID') or '0') == '0'
+    with work_dir_lock(cfg.work_dir, 'tools/search.py') if writer else contextlib.nullcontext():
+        with process_group_teardown():
+            return build_runner(cfg).val()
 
 
 if __name__ == '__main__':

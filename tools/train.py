@@ -40,6 +40,7 @@ def main(argv=None) -> None:
             enable_amp(cfg)
         runner = build_runner(cfg)
         runner.train()
+        del runner  # freed (its model, DDP / FSDP2 state) before the process group goes
 
 
 if __name__ == '__main__':

@@ -8,6 +8,7 @@ from jetvit_mm.models.mixers import validate_arch
 # attention for a linear-probe head; other depths: F at the paper's DINOv3-L layers (14 and 22 of 24) scaled to depth
 TWO_FULL_ARCHS = {12: 'LWLLWWLLWFLF'}
 ARCH_SHORTCUTS = ('teacher', '2F', 'all-L', 'all-W')
+DISTILL_KERNEL_ARCHS = ('all-L', 'all-W', '2F')  # distill-kernels: L alone, W alone, and the hybrid
 
 
 def two_full_arch(depth: int) -> str:

@@ -13,23 +13,38 @@ Linear's backward alone rounds the input's gradient by several spacings), on the
 ``'triton'``: its Triton backward; W ``'flex'`` on CUDA: FlexAttention's backward) around the same base case (L:
 prefix 0, batch 3 on an even grid, both other RoPE layouts, a static conv; W: batch 3 on an even grid), and the
 whole model. Pure torch + timm: runs on the device image without mmengine.
+
+A case passes only if its fast path ran: each case starts afresh (:func:`fresh_state`: no self-check verdicts, no
+kept block masks or RoPE tables, dynamo reset, so no recompile limit carries over from earlier cases), and fails when
+a mixer resolved another path than the case's (:func:`path_problems`), a self-check fell back to the torch path, dynamo
+logged a warning (its recompile limit: the function then runs eagerly) or any warning but the known harmless ones
+(:data:`HARMLESS_WARNINGS`) was raised. fp32 cases run with TF32 off (:func:`tf32_off`).
 """
+import contextlib
 import copy
+import logging
 import time
 import traceback
+import warnings
 from dataclasses import asdict, dataclass
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from jetvit_mm.dtypes import to_dtype
 from jetvit_mm.models.mixers import LinearAttention, WindowAttention, default_mixers
-from jetvit_mm.models.mixers.kernels import available_kernels
+from jetvit_mm.models.mixers.kernels import available_kernels, linear_fused, selfcheck, window_flex
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps
 CONVS = ('squeeze', 'static', 'token', 'none')
 ROPES = ('rotate_half', 'interleaved', 'none')
+# warnings that say nothing about the path that ran (the first cuBLAS call of a backward thread; inductor's hint to
+# turn on TF32, which the fp32 cases keep off on purpose)
+HARMLESS_WARNINGS = ('no current CUDA context', 'TensorFloat32 tensor cores')
+# the path 'auto' must resolve to per mixer and device type (absent: whatever 'auto' picks there, e.g. the torch path
+# for the CPU dry run's tiny inputs)
+AUTO_PATHS = {'cuda': {'L': 'triton', 'W': 'flex'}}
 
 
 @dataclass
@@ -71,30 +86,44 @@ def grad_cases(mixer: str, kernel: str, dtype: str) -> Iterator[Case]:
         yield Case(mixer, kernel, dtype, conv='static', grad=True)
 
 
-def cases(device_type: str, dtypes=('fp32', 'bf16'), quick: bool = False) -> Iterator[Case]:
-    """The cases for the fast paths available on ``device_type``: every axis is varied around one base case (not the
-    full product), and each dtype gets all of them. ``quick`` (the script's CPU dry run) keeps the whole model and
-    one compiled L case per dtype."""
-    linear = [k for k in available_kernels(('torch', 'compile', 'triton'), device_type) if k != 'torch']
-    window = [k for k in available_kernels(('torch', 'compile', 'flex'), device_type) if k != 'torch']
+def cases(device_type: str, dtypes=('fp32', 'bf16'), quick: bool = False, kernels: Optional[Sequence[str]] = None,
+          fp32: str = 'all') -> Iterator[Case]:
+    """The cases for the fast paths available on ``device_type``, dtype by dtype in the order given: every axis is
+    varied around one base case (not the full product), and each dtype gets all of them. ``kernels`` keeps the named
+    fast paths only (``'auto'``: the whole model); ``fp32='grad'`` keeps only the fp32 backward cases (the GPU check:
+    the forward kernels' fp32 results follow from their bf16 ones, the backward's exactness does not). ``quick`` (the
+    script's CPU dry run) keeps the whole model and one compiled L case per dtype."""
+    if fp32 not in ('all', 'grad'):
+        raise ValueError(f"fp32 must be 'all' or 'grad', got {fp32!r}")
+    keep = lambda k: kernels is None or k in kernels  # noqa: E731
+    linear = [k for k in available_kernels(('torch', 'compile', 'triton'), device_type) if k != 'torch' and keep(k)]
+    window = [k for k in available_kernels(('torch', 'compile', 'flex'), device_type) if k != 'torch' and keep(k)]
     if quick:
         linear, window = [k for k in linear if k == 'compile'], []
     for dtype in dtypes:
-        for mixer, kernels in (('L', linear), ('W', window)):
-            for kernel in kernels:
-                base = Case(mixer, kernel, dtype)
-                yield base
-                if quick:
-                    continue
-                yield from (Case(mixer, kernel, dtype, prefix=p) for p in (0, 1))
-                yield from (Case(mixer, kernel, dtype, batch=3, grid=(8, 12)), )
-                yield from (Case(mixer, kernel, dtype, rope=r) for r in ROPES[1:])
-                if mixer == 'L':
-                    yield from (Case(mixer, kernel, dtype, conv=c) for c in CONVS[1:])
-            for kernel in ([] if quick else training_kernels(mixer, kernels, device_type)):
+        grad_only = dtype == 'fp32' and fp32 == 'grad'
+        for mixer, kernels_here in (('L', linear), ('W', window)):
+            if not grad_only:
+                for kernel in kernels_here:
+                    yield from _forward_cases(mixer, kernel, dtype, quick)
+            for kernel in ([] if quick else training_kernels(mixer, kernels_here, device_type)):
                 yield from grad_cases(mixer, kernel, dtype)
-        yield Case('model', 'auto', dtype, grid=(12, 20))
-        yield Case('model', 'auto', dtype, grid=(12, 20), grad=True)
+        if keep('auto'):
+            if not grad_only:
+                yield Case('model', 'auto', dtype, grid=(12, 20))
+            yield Case('model', 'auto', dtype, grid=(12, 20), grad=True)
+
+
+def _forward_cases(mixer: str, kernel: str, dtype: str, quick: bool) -> Iterator[Case]:
+    """The forward's cases of one fast path: the base case and one change per axis (``quick``: the base case)."""
+    yield Case(mixer, kernel, dtype)
+    if quick:
+        return
+    yield from (Case(mixer, kernel, dtype, prefix=p) for p in (0, 1))
+    yield Case(mixer, kernel, dtype, batch=3, grid=(8, 12))
+    yield from (Case(mixer, kernel, dtype, rope=r) for r in ROPES[1:])
+    if mixer == 'L':
+        yield from (Case(mixer, kernel, dtype, conv=c) for c in CONVS[1:])
 
 
 def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
@@ -215,25 +244,138 @@ def _grad_result(case: Case, reference: nn.Module, fast: nn.Module, x: torch.Ten
     return compare(_input_grad(call, fast, x, out_grad), torch_grad, ref_fp32, case.dtype, spacings=None)
 
 
-def run_case(case: Case, device: torch.device) -> Dict[str, object]:
-    """One case's result: its name, error, bound, pass, seconds, and the error text if the fast path raised."""
-    start = time.perf_counter()
+@contextlib.contextmanager
+def tf32_off(dtype: str) -> Iterator[None]:
+    """TF32 off for an fp32 case (cuBLAS matmuls and cuDNN convolutions), restored after: with it on, the whole 2F
+    model's fp32 input gradient was 2.1e-5 from the torch path's on the H200, against a bound of 6.1e-6."""
+    if dtype != 'fp32':
+        yield
+        return
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def fresh_state() -> None:
+    """A case starts as in a fresh process: no self-check verdicts, no kept block masks or RoPE tables, and dynamo
+    reset (its recompile limit, 8 per function, counted across cases made later cases run eagerly, unnoticed)."""
+    selfcheck.forget_verdicts()
+    window_flex._CACHE.clear()
+    linear_fused._TABLES.clear()
+    torch._dynamo.reset()
+
+
+class _LogLines(logging.Handler):
+    """Keeps the first line of every record at WARNING or above."""
+
+    def __init__(self, lines: List[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f'{record.name}: {record.getMessage().strip().splitlines()[0]}')
+
+
+@contextlib.contextmanager
+def watched() -> Iterator[List[str]]:
+    """A list that, once the block ends, holds one line per warning raised in it (but :data:`HARMLESS_WARNINGS` and
+    deprecation notices) and per warning dynamo logged (e.g. 'torch._dynamo hit config.recompile_limit')."""
+    seen: List[str] = []
+    handler, logger = _LogLines(seen), logging.getLogger('torch._dynamo')
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            yield seen
+    finally:
+        logger.removeHandler(handler)
+    for w in caught:
+        text = str(w.message).strip()
+        if issubclass(w.category, (DeprecationWarning, FutureWarning)):
+            continue  # a library's notice about its own API (torch 2.11's compile warns torch.jit.script_method)
+        if not any(harmless in text for harmless in HARMLESS_WARNINGS):
+            seen.append(f'{w.category.__name__}: {text.splitlines()[0] if text else ""}')
+
+
+def mixer_paths(module: nn.Module) -> List[Tuple[str, str, bool]]:
+    """``(mixer letter, path it ran, grad)`` for every path an L or W mixer of ``module`` resolved: the kernel it
+    chose, or ``'torch'`` where a self-check verdict sent it back."""
+    ran = []
+    for m in module.modules():
+        letter = 'L' if isinstance(m, LinearAttention) else 'W' if isinstance(m, WindowAttention) else None
+        for key, path in (m._kernel_paths.items() if letter else ()):
+            device, dtype, grad = str(key[1]), key[2], key[3]
+            checks = [path] + ([f'{path} backward'] if grad else [])
+            fell_back = any(selfcheck._VERDICTS.get((c, device, dtype)) is False for c in checks)
+            ran.append((letter, 'torch' if path != 'torch' and fell_back else path, grad))
+    return ran
+
+
+def path_problems(case: Case, fast: nn.Module, device_type: str) -> List[str]:
+    """Why ``case`` did not test its fast path: a mixer ran another path than ``case.kernel`` (for ``'auto'``:
+    :data:`AUTO_PATHS` on this device type), or a self-check failed; empty when it did."""
+    problems = set()
+    ran = mixer_paths(fast)
+    if case.mixer != 'model' and not ran:
+        problems.add('the mixer never resolved a path')
+    for letter, path, grad in ran:
+        want = case.kernel if case.kernel != 'auto' else AUTO_PATHS.get(device_type, {}).get(letter)
+        if want is not None and path != want:
+            problems.add(f'{letter} ran the {path!r} path{" (with grad)" if grad else ""}, not {want!r}')
+    problems.update(f'self-check of {k[0]!r} failed on {k[1]} ({k[2]})' for k, ok in selfcheck._VERDICTS.items()
+                    if not ok)
+    return sorted(problems)
+
+
+def _compare_case(case: Case, device: torch.device) -> Tuple[Dict[str, object], List[str], List[str]]:
+    """The case's comparison, the problems with the path it ran, and the paths it ran."""
     try:
         reference, fast = build_model_pair(case) if case.mixer == 'model' else build_mixer_pair(case)
         reference, fast = reference.to(device), fast.to(device)
         x = _inputs(case, 64, device).bfloat16().float()  # the same values in both dtypes
         call = _caller(case, reference, device)
         result = (_grad_result if case.grad else _output_result)(case, reference, fast, x, call)
+        paths = sorted({f'{letter}:{path}' for letter, path, _ in mixer_paths(fast)})
+        return result, path_problems(case, fast, device.type), paths
     except Exception as exc:  # a path that raises is a failed case, named with its error
-        result = dict(err=float('nan'), bound=0., scale=0., ok=False,
-                      error=''.join(traceback.format_exception_only(type(exc), exc)).strip())
-    return dict(name=case.name, **asdict(case), **result, seconds=round(time.perf_counter() - start, 3))
+        return dict(err=float('nan'), bound=0., scale=0., ok=False,
+                    error=''.join(traceback.format_exception_only(type(exc), exc)).strip()), [], []
 
 
-def run_checks(device: torch.device, dtypes=('fp32', 'bf16'), quick: bool = False) -> List[Dict[str, object]]:
-    """Every case of :func:`cases` on ``device``; each result says ``ok``."""
+def run_case(case: Case, device: torch.device) -> Dict[str, object]:
+    """One case's result: its name, error, bound, pass, the paths its mixers ran (``'L:triton'``, ...), seconds, and
+    the error text if the fast path raised, or why the case did not test its fast path (then it fails)."""
+    start = time.perf_counter()
+    fresh_state()
+    with tf32_off(case.dtype), watched() as seen:
+        result, problems, paths = _compare_case(case, device)
+    problems += seen
+    if problems:
+        result = dict(result, ok=False, error='; '.join(filter(None, [result.get('error')] + problems)))
+    return dict(name=case.name, **asdict(case), **result, paths=paths, seconds=round(time.perf_counter() - start, 3))
+
+
+def run_checks(device: torch.device, dtypes=('fp32', 'bf16'), quick: bool = False,
+               kernels: Optional[Sequence[str]] = None, fp32: str = 'all',
+               report: Optional[Callable[[Dict[str, object]], None]] = None) -> List[Dict[str, object]]:
+    """Every case of :func:`cases` on ``device``; each result says ``ok``, and goes to ``report`` as it ends."""
     torch.manual_seed(0)
-    return [run_case(case, device) for case in cases(device.type, dtypes, quick)]
+    results = []
+    for case in cases(device.type, dtypes, quick, kernels, fp32):
+        results.append(run_case(case, device))
+        if report is not None:
+            report(results[-1])
+    return results
+
+
+def result_line(r: Dict[str, object]) -> str:
+    """One case's line: pass or FAIL, name, error against bound, paths, seconds, and why it failed."""
+    paths = f' [{" ".join(r["paths"])}]' if r.get('paths') else ''
+    return (f'{"ok  " if r["ok"] else "FAIL"} {r["name"]}: err {r["err"]:.3g} bound {r["bound"]:.3g}{paths} '
+            f'({r["seconds"]} s) {r.get("error", "")}').rstrip()
 
 
 def summary(results: List[Dict[str, object]]) -> str:

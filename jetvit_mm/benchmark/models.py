@@ -14,6 +14,7 @@ from jetvit_mm.dtypes import to_dtype
 from jetvit_mm.models.arch import mixer_table_of
 from jetvit_mm.models.heads.dpt import dpt_preset
 from jetvit_mm.models.mixers import DEFAULT_MIXERS
+from jetvit_mm.models.patch_embed import set_patch_embed_
 from jetvit_mm.models.teachers import teacher_depth
 from jetvit_mm.models.token_reduction import parse_cluster_spec
 
@@ -159,7 +160,8 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
                      device: str, warmup: int, repeat: int, compile_model: bool, cuda_graph: bool,
                      throughput: Optional[int], threads: int, memory: bool, profile: bool, malloc: str,
                      malloc_kept: bool, on_round: Optional[Callable[[int, bool], None]] = None,
-                     onnxruntime: Union[bool, str] = False, freeze: bool = False) -> Dict[str, object]:
+                     onnxruntime: Union[bool, str] = False, freeze: bool = False,
+                     patch_embed: str = 'conv') -> Dict[str, object]:
     """Latency (median, min, max, and of the quiet samples), images/s, FLOPs, peak memory and speed-ups of every
     entry at every size (default: 32 x 64 and 64 x 128 patches); prints the table and the targets and returns the
     result. ``throughput``: None (images/s of the latency run), a batch, or -1 (the largest power-of-two batch that
@@ -167,12 +169,15 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     round-robin (rows labelled ``<label> (onnxruntime)``; ``'fixed'``: exported once per size, W windowed).
     ``freeze`` (with ``compile_model``): inductor's freezing for every model alike (weights folded into the graph as
     constants; on the CPU the Linears' weights prepacked for oneDNN), PyTorch's setting for CPU inference; the
-    process's setting is restored when the call returns."""
+    process's setting is restored when the call returns. ``patch_embed``: every model's patch embedding as the
+    convolution (``'conv'``) or as a reshape + matmul (``'matmul'``, :mod:`~jetvit_mm.models.patch_embed`; the
+    peak-memory probes' fresh processes keep the convolution)."""
     dev, torch_dtype = torch.device(device), to_dtype(dtype)
     models: Dict[str, nn.Module] = {}
     for e in entries:
         torch.manual_seed(0)  # the same random weights wherever two archs share them
-        models[e['label']] = build_model(e['kwargs'], e['head']).to(device=dev, dtype=torch_dtype).eval()
+        model = build_model(e['kwargs'], e['head']).to(device=dev, dtype=torch_dtype).eval()
+        models[e['label']] = set_patch_embed_(model, patch_embed)
     sizes = [tuple(s) for s in (sizes or default_sizes(backbone_of(models[entries[0]['label']]).patch_size))]
     started = started_at()
     load_start = os.getloadavg()

@@ -4,13 +4,17 @@ Importing it registers every jetvit_mm type (see :mod:`jetvit_mm.mm.registry`)::
 
     custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
 
-Importing it changes nothing for a model or checkpoint that is not this project's: mmengine's checkpoint loaders stay
-as they are. The runner the configs name (:class:`~jetvit_mm.mm.runner.JetViTRunner`, ``configs/_base_``) loads its
+Importing it leaves mmengine's checkpoint loaders as they are; it adds to torch's weights-only allow-list the data
+types a checkpoint of mmengine's runner holds (:func:`~jetvit_mm.mm.checkpoint.allow_runner_checkpoint_types`:
+``HistoryBuffer``, numpy values; nothing that runs code), so that the frameworks' clients (``init_model``,
+``MMSegInferencer``, ``init_detector``, ``DetInferencer``) load a checkpoint of any config that imports the plugin.
+The runner the configs name (:class:`~jetvit_mm.mm.runner.JetViTRunner`, ``configs/_base_``) loads its
 checkpoints safely (:mod:`jetvit_mm.mm.checkpoint`), and this project's readers (``JetViT(checkpoint=...)``) learn
 runner checkpoints here.
 """
 from .backbones import JetViT, JetViTSupernet
 from .checkpoint import (
+    allow_runner_checkpoint_types,
     check_checkpoint_fits,
     enable_runner_checkpoint_loading,
     load_local_checkpoint,
@@ -42,7 +46,8 @@ from .runner import JetViTRunner
 from .search_loop import JetViTSearchLoop
 from .seg_heads import LinearProbeHead
 
-register_runner_readers()  # jetvit_mm's own readers only
+register_runner_readers()  # jetvit_mm's own readers
+allow_runner_checkpoint_types()  # the frameworks' clients: an mmengine runner checkpoint's data types, nothing more
 
 __all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CheckpointDigestHook', 'CityscapesDepthDataset',
            'DA2KDataset', 'DA2KMetric', 'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize',
@@ -50,5 +55,5 @@ __all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CheckpointDigestHook',
            'JetViTSearchLoop', 'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor',
            'LinearProbeHead', 'LoadZeroShotDepth', 'PlainCheckpointHook', 'PseudoLabelDepthEstimator',
            'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid', 'SintelDepthDataset', 'SupernetSamplerHook',
-           'check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'mirror_mixers',
-           'registered_types']
+           'allow_runner_checkpoint_types', 'check_checkpoint_fits', 'enable_runner_checkpoint_loading',
+           'load_local_checkpoint', 'mirror_mixers', 'registered_types']

@@ -37,19 +37,18 @@ from mmengine.logging import HistoryBuffer
 from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
-from jetvit_mm.models.arch import SPEC_KEY, check_spec
+from jetvit_mm.models.arch import SPEC_KEY, check_spec, spec_from_state
 from jetvit_mm.models.checkpoints import (
     register_fallback_loader,
-    register_jetvit_reader,
     strip_wrapper_prefix,
 )
 from jetvit_mm.models.checkpoints.io import UnsafeCheckpointError, torch_load
 
 from .config_text import neutralise_config_text
-from .runner_checkpoint import runner_jetvit_part, saved_spec
 
-__all__ = ['check_checkpoint_fits', 'enable_runner_checkpoint_loading', 'load_local_checkpoint', 'refusal_message',
-           'register_runner_readers', 'runner_checkpoint_loading', 'runner_safe_globals']
+__all__ = ['allow_runner_checkpoint_types', 'check_checkpoint_fits', 'check_fits', 'enable_runner_checkpoint_loading',
+           'load_local_checkpoint', 'load_weights', 'refusal_message', 'register_runner_readers',
+           'runner_checkpoint_loading', 'runner_safe_globals']
 
 _BUILTIN_STATISTICS = frozenset({'min', 'max', 'current', 'mean'})
 
@@ -64,12 +63,29 @@ def _history_buffer_getattr(obj: Any, name: str) -> Any:
 
 
 def runner_safe_globals() -> List[Union[Callable, Tuple[Callable, str]]]:
-    """The globals an mmengine runner checkpoint needs beyond torch's weights-only defaults."""
+    """The globals an mmengine runner checkpoint needs beyond torch's weights-only defaults: mmengine's
+    ``HistoryBuffer``, numpy's arrays, scalars and dtypes (their reconstructors build data only), and under the name
+    ``builtins.getattr`` not ``getattr`` but :func:`_history_buffer_getattr`, which resolves nothing but
+    ``HistoryBuffer``'s statistics methods (``HistoryBuffer.__getstate__`` pickles them so) and refuses any other
+    name."""
     multiarray = np._core.multiarray if hasattr(np, '_core') else np.core.multiarray
     numpy_globals = [multiarray.scalar, multiarray._reconstruct, np.ndarray, np.dtype]
     # numpy >= 1.25 pickles dtypes through their concrete classes (numpy.dtypes.Float64DType, ...)
     numpy_globals += [type(np.dtype(code)) for code in '?bBhHiIlLqQefdgFDGSUV']
     return [HistoryBuffer, *numpy_globals, (_history_buffer_getattr, 'builtins.getattr')]
+
+
+def allow_runner_checkpoint_types() -> None:
+    """Add :func:`runner_safe_globals` to torch's weights-only allow-list, for the process: what ``import
+    jetvit_mm.mm`` (a config's ``custom_imports``) does, so that a checkpoint of mmengine's own runner (a config of
+    mmseg's or mmdet's bases, no ``runner_type``) loads in mmseg's ``init_model``, ``MMSegInferencer``, mmdet's
+    ``init_detector`` and ``DetInferencer`` through mmengine's unchanged loader, still weights-only. Nothing that
+    runs code is allowed: a pickle naming any other global stays refused by torch. Calling it again adds what is
+    missing (torch's ``safe_globals`` block takes its globals out again when it ends)."""
+    present = torch.serialization.get_safe_globals()
+    missing = [entry for entry in runner_safe_globals() if entry not in present]
+    if missing:
+        torch.serialization.add_safe_globals(missing)
 
 
 def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = False) -> Any:
@@ -82,9 +98,9 @@ def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = 
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'{filename} can not be found.')
+    allow_runner_checkpoint_types()
     try:
-        with torch.serialization.safe_globals(runner_safe_globals()):
-            checkpoint = torch_load(filename, map_location=map_location, weights_only=True, mmap=mmap)
+        checkpoint = torch_load(filename, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as refused:
         raise UnsafeCheckpointError(refusal_message(filename, refused)) from None
     from .fsdp_checkpoint import fill_sharded_state  # FSDP2 'sharded' mode: the weights sit in a DCP directory
@@ -125,10 +141,10 @@ def _load_runner_checkpoint(path: str) -> Any:
 
 
 def register_runner_readers() -> None:
-    """Teach this project's pure readers (``JetViT(checkpoint=...)``) runner checkpoints: their allow-list and where
-    their JetViT sits. Done when :mod:`jetvit_mm.mm` is imported; it changes nothing outside jetvit_mm's readers."""
+    """Teach this project's pure readers (``JetViT(checkpoint=...)``) runner checkpoints: the loader of what torch's
+    default allow-list refuses (a sharded FSDP2 checkpoint's directory among them). Done when :mod:`jetvit_mm.mm` is
+    imported."""
     register_fallback_loader(_load_runner_checkpoint)
-    register_jetvit_reader(runner_jetvit_part)
 
 
 def enable_runner_checkpoint_loading() -> None:
@@ -160,7 +176,27 @@ def runner_checkpoint_loading() -> Iterator[None]:
 
 
 def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> None:
-    """Refuse to evaluate ``model`` with a checkpoint that leaves part of it as initialised or holds another arch.
+    """:func:`check_fits` of the checkpoint ``filename``, reading only its pickle (mapped): for a load that follows
+    elsewhere (the runner's ``load_from``), which checks the rest."""
+    check_fits(model, load_local_checkpoint(filename, map_location='cpu', mmap=True), filename, config_name)
+
+
+def load_weights(model: nn.Module, checkpoint: Any, filename: str, config_name: str) -> None:
+    """Load ``checkpoint`` (``filename`` read whole by :func:`load_local_checkpoint`: weights only, its CRCs and
+    tensor digest checked) into ``model``, after :func:`check_fits`; keys beyond the model (a distiller's
+    ``teacher.*``) are left out, as mmengine's non-strict load leaves them."""
+    from mmengine.model import is_model_wrapper
+
+    check_fits(model, checkpoint, filename, config_name)
+    model = model.module if is_model_wrapper(model) else model
+    state = strip_wrapper_prefix(checkpoint.get('state_dict', checkpoint))
+    own = model.state_dict().keys()
+    model.load_state_dict({k: v for k, v in state.items() if k in own}, strict=False)
+
+
+def check_fits(model: nn.Module, raw: Any, filename: str, config_name: str) -> None:
+    """Refuse to evaluate ``model`` with a checkpoint (``raw``, loaded from ``filename``) that leaves part of it as
+    initialised or holds another arch.
 
     mmengine's ``load_from`` loads non-strictly and only warns, so a missing head, a backbone of another patch size,
     a hybrid of another arch (W and F layers have the same parameters) or one trained with another W window or L
@@ -173,7 +209,6 @@ def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> 
     from jetvit_mm.models.jetvit import JetViT
 
     model = model.module if is_model_wrapper(model) else model
-    raw = load_local_checkpoint(filename, map_location='cpu', mmap=True)
     state = raw.get('state_dict', raw) if isinstance(raw, dict) else None
     if not isinstance(state, dict):
         raise ValueError(f'{filename} does not hold a state dict')
@@ -181,7 +216,7 @@ def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> 
     backbone = getattr(model, 'backbone', None)
     optional = {k for k in model.state_dict() if k.endswith(SPEC_KEY)}
     if isinstance(backbone, JetViT):
-        saved = saved_spec(state, raw.get('meta') or {}, 'backbone.', filename)
+        saved = spec_from_state(state, 'backbone.', filename)
         check_spec(saved, backbone.spec, filename, what='model')
         new = {f'backbone.{name}' for name in backbone.new_parameter_names()}
         if (saved is None or saved.is_teacher) and not new & state.keys():  # a teacher's: none of them, not some

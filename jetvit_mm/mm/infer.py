@@ -11,14 +11,12 @@ Output names never collide (:func:`output_stems`: each input's path below the in
 overwritten that this run did not write (:func:`check_outputs_free`: refused before any image is read, unless
 ``overwrite``; an input image of the run is never overwritten).
 """
-import contextlib
 import copy
 import glob
 import os.path as osp
-import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 import cv2
 import numpy as np
@@ -133,8 +131,26 @@ def read_image(path: Path) -> np.ndarray:
     return image
 
 
-def resolve_config(config: Optional[Union[str, Path]], checkpoint: Optional[str]):
-    """``config`` (a file), or with none the config ``checkpoint`` carries (read literal-only, never run)."""
+def read_weights(checkpoint: str) -> Dict:
+    """``checkpoint`` read once, whole and checked (:func:`~jetvit_mm.mm.checkpoint.load_local_checkpoint`: weights
+    only, its CRCs and tensor digest), in the layout a config's model loads: an official DepthAnythingV2 file
+    (``pretrained.*`` + ``depth_head.*``) as the mmseg depth estimator's (what tools/convert_depth_anything.py
+    writes)."""
+    from jetvit_mm.models.checkpoints.io import unwrap_state
+    from jetvit_mm.models.depth_anything import mmseg_checkpoint
+
+    from .checkpoint import load_local_checkpoint
+
+    raw = load_local_checkpoint(checkpoint, map_location='cpu')
+    keys = (raw.get('state_dict', raw) if isinstance(raw, dict) else {}).keys()
+    if any(k.startswith('pretrained.') for k in keys) and any(k.startswith('depth_head.') for k in keys):
+        return mmseg_checkpoint(unwrap_state(raw, checkpoint), {}, checkpoint)
+    return raw
+
+
+def resolve_config(config: Optional[Union[str, Path]], checkpoint: Optional[str], weights: Optional[Dict] = None):
+    """``config`` (a file), or with none the config ``checkpoint`` carries (read literal-only, never run; from
+    ``weights``, the checkpoint read already, when given)."""
     if config is not None:
         return str(config)
     if checkpoint is None:
@@ -142,44 +158,24 @@ def resolve_config(config: Optional[Union[str, Path]], checkpoint: Optional[str]
                          'IMAGES... or tools/infer.py CONFIG CHECKPOINT IMAGES...')
     from .saved_config import config_of_checkpoint
 
-    return config_of_checkpoint(checkpoint)
+    return config_of_checkpoint(checkpoint, weights)
 
 
-@contextlib.contextmanager
-def mmseg_layout(checkpoint: str) -> Iterator[str]:
-    """``checkpoint``, or for an official DepthAnythingV2 file (``pretrained.*`` + ``depth_head.*``) the same weights
-    in the mmseg layout a depth config's model loads, written to a temporary folder for the block's duration (what
-    tools/convert_depth_anything.py writes once)."""
-    from jetvit_mm.models.depth_anything import export_mmseg_checkpoint
-
-    from .checkpoint import load_local_checkpoint
-
-    state = load_local_checkpoint(checkpoint, map_location='cpu', mmap=True)
-    keys = list((state.get('state_dict', state) if isinstance(state, dict) else {}).keys())
-    del state
-    if not (any(k.startswith('pretrained.') for k in keys) and any(k.startswith('depth_head.') for k in keys)):
-        yield checkpoint
-        return
-    with tempfile.TemporaryDirectory(prefix='jetvit_depth_anything_') as folder:
-        yield str(export_mmseg_checkpoint(checkpoint, Path(folder) / (Path(checkpoint).stem + '_mmseg.pth')))
-
-
-def load_model(config, checkpoint: Optional[str], device: str = 'cpu'):
-    """mmseg's ``init_model`` (``config``: a file or a :class:`~mmengine.config.Config`) with the checkpoint checked
-    to fit the config's model first (a clear error naming the missing or mis-shaped keys or the other arch, instead
-    of mmengine's warning), and a test pipeline without the annotation loaders."""
-    from mmengine.runner import load_checkpoint
+def load_model(config, checkpoint: Optional[str], device: str = 'cpu', weights: Optional[Dict] = None):
+    """mmseg's ``init_model`` (``config``: a file or a :class:`~mmengine.config.Config`) with ``checkpoint``'s
+    weights (:func:`read_weights`, or ``weights`` when read already) checked to fit the config's model first (a
+    clear error naming the missing or mis-shaped keys or the other arch, instead of mmengine's warning), and a test
+    pipeline without the annotation loaders."""
     from mmseg.apis import init_model
 
-    from .checkpoint import check_checkpoint_fits
+    from .checkpoint import load_weights
 
     model = init_model(config if isinstance(config, (str, Path)) else copy.deepcopy(config), None, device=device)
     name = config if isinstance(config, (str, Path)) else config.filename
     if checkpoint is not None:
-        with mmseg_layout(checkpoint) as checkpoint:
-            check_checkpoint_fits(model, checkpoint, str(name))
-            loaded = load_checkpoint(model, checkpoint, map_location='cpu', strict=False)
-        meta = loaded.get('meta', {}) if isinstance(loaded, dict) else {}
+        weights = read_weights(checkpoint) if weights is None else weights
+        load_weights(model, weights, checkpoint, str(name))
+        meta = weights.get('meta', {}) if isinstance(weights, dict) else {}
         if meta.get('dataset_meta'):
             model.dataset_meta = meta['dataset_meta']
     model.cfg.test_pipeline = [t for t in model.cfg.test_pipeline if t['type'] not in ANNOTATION_LOADERS]
@@ -275,7 +271,8 @@ def run_inference(config: Optional[str], checkpoint: Optional[str], inputs: Sequ
     paths = collect_images(inputs)
     out_dir = Path(out_dir)
     stems = output_stems(paths, out_dir)
-    model = load_model(resolve_config(config, checkpoint), checkpoint, device)
+    weights = read_weights(checkpoint) if checkpoint is not None else None  # the one read of the file
+    model = load_model(resolve_config(config, checkpoint, weights), checkpoint, device, weights)
     suffixes = task_outputs(model)
     check_outputs_free([f for stem in stems for f in outputs_of(stem, suffixes)], paths, overwrite)
     palette = palette_of(model)

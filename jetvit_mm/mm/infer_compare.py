@@ -23,6 +23,7 @@ import torch
 from mmengine.config import Config
 
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
+from jetvit_mm.models.arch import spec_from_state
 from jetvit_mm.models.checkpoints import strip_wrapper_prefix
 from jetvit_mm.visual import colour_map, fit_pca, labelled_row, mean_cosine, pca_colours
 
@@ -41,7 +42,6 @@ from .infer import (
     write_image,
     write_prediction,
 )
-from .runner_checkpoint import saved_spec
 from .saved_config import without_backbone_checkpoint
 
 __all__ = ['load_teacher', 'run_compare', 'teacher_config']
@@ -54,7 +54,7 @@ def teacher_config(cfg: Config, checkpoint: str) -> Config:
     state = raw.get('state_dict', raw) if isinstance(raw, dict) else {}
     if isinstance(state, dict):
         state = strip_wrapper_prefix(state)
-    spec = saved_spec(state, raw.get('meta') or {}, 'backbone.', checkpoint) if isinstance(state, dict) else None
+    spec = spec_from_state(state, 'backbone.', checkpoint) if isinstance(state, dict) else None
     cfg = without_backbone_checkpoint(cfg)
     backbone = cfg.model.get('backbone')
     if spec is not None and spec.arch is not None and isinstance(backbone, dict):

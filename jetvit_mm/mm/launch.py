@@ -4,6 +4,8 @@ loading) is declared in the config (``configs/_base_``), so mmseg's and mmdet's 
 import argparse
 import atexit
 import contextlib
+import difflib
+import gc
 import json
 import os
 import os.path as osp
@@ -28,7 +30,8 @@ LAUNCHERS = ('none', 'pytorch', 'slurm')
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--work-dir', help='directory for logs and checkpoints (default work_dirs/<config name>)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help='override config keys, e.g. model.backbone.arch=LLWF train_cfg.max_iters=10')
+                        help='override config keys, e.g. model.backbone.arch=LLWF train_cfg.max_iters=10 (a top-level '
+                        'key the config lacks is refused, naming a close one, unless mmengine\'s runner reads it)')
     parser.add_argument('--launcher', choices=LAUNCHERS, default='none', help='job launcher')
     # torchrun passes --local-rank (older launchers --local_rank)
     parser.add_argument('--local_rank', '--local-rank', type=integer(minimum=0), default=0)
@@ -42,13 +45,43 @@ def check_common_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
     check_outputs(parser, args, files=outputs, dirs=('work_dir', ))
 
 
+# Top-level keys mmengine's Runner (``from_cfg``, ``wrap_model``, ``train``), its FlexibleRunner, mmseg's / mmdet's
+# tools (test-time augmentation) and this project's tools read although a config may not set them: an option may add
+# one. Any other top-level key a config lacks is read by nothing.
+RUNTIME_KEYS = ('model', 'work_dir', 'train_dataloader', 'val_dataloader', 'test_dataloader', 'train_cfg', 'val_cfg',
+                'test_cfg', 'auto_scale_lr', 'optim_wrapper', 'param_scheduler', 'val_evaluator', 'test_evaluator',
+                'default_hooks', 'custom_hooks', 'data_preprocessor', 'load_from', 'resume', 'launcher', 'env_cfg',
+                'log_processor', 'log_level', 'visualizer', 'default_scope', 'randomness', 'experiment_name',
+                'model_wrapper_cfg', 'custom_imports', 'runner_type', 'compile', 'strategy', 'sync_bn',
+                'find_unused_parameters', 'activation_checkpointing', 'efficient_conv_bn_eval', 'tta_model',
+                'tta_pipeline')
+
+
+def check_option_keys(cfg: Config, cfg_options: dict, path: str) -> None:
+    """Refuse a ``--cfg-options`` key whose first part is no top-level key of ``cfg`` nor one the runner reads
+    (:data:`RUNTIME_KEYS`): ``randomnes.seed=3`` would be merged as a new key and silently ignored. Keys below the
+    top level may be new (a dict of a model's arguments takes new ones)."""
+    valid = sorted(set(cfg.keys()) | set(RUNTIME_KEYS))
+    for key in cfg_options:
+        first = str(key).split('.')[0]
+        if first in valid:
+            continue
+        close = difflib.get_close_matches(first, valid, n=1)
+        hint = f'did you mean {close[0]!r} ({str(key).replace(first, close[0], 1)}=...)? ' if close else ''
+        raise ValueError(f'--cfg-options {key}=...: {path} has no top-level key {first!r} and the runner reads none '
+                         f'of that name, so the option would be ignored; {hint}the config\'s keys: '
+                         f'{", ".join(k for k in valid if k in cfg)}')
+
+
 def read_config(path: str, cfg_options: Optional[dict] = None) -> Config:
-    """The one way the tools read a config: ``path`` with ``--cfg-options`` applied, its ``custom_imports`` (the
-    plugin, a plugin's mixers) imported, also those the options name."""
+    """The one way the tools read a config: ``path`` with ``--cfg-options`` applied (a top-level key it lacks is
+    refused: :func:`check_option_keys`), its ``custom_imports`` (the plugin, a plugin's mixers) imported, also those
+    the options name."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'config file not found: {path}')
     cfg = Config.fromfile(path)
     if cfg_options:
+        check_option_keys(cfg, cfg_options, path)
         cfg.merge_from_dict(cfg_options)
         import_modules_from_strings(**cfg.get('custom_imports', dict(imports=[])))
     return cfg
@@ -73,13 +106,16 @@ def process_group_teardown() -> Iterator[None]:
     """Destroy the default process group when the block ends, on success and on error, whoever started it (the CPU
     gloo group above, mmengine's ``init_dist``). On success the ranks first meet at a barrier, so that none tears
     its connections down while another still uses them. A process that exits with the group alive, or while a peer
-    still talks to it, can abort in gloo's threads ("terminate called without an active exception")."""
+    still talks to it, can abort in gloo's threads ("terminate called without an active exception"). What the block
+    left unreachable (a runner's model, whose FSDP2 hooks hold it in reference cycles) is collected before the group
+    goes, not at exit (where the FSDP2 model of the GPU check's NCCL step held its process over 10 s)."""
     try:
         yield
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
+            gc.collect()
             torch.distributed.destroy_process_group()
             _TORN_DOWN.append(True)
 

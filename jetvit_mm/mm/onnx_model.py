@@ -3,7 +3,6 @@ from typing import Optional, Tuple
 
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
-from mmengine.runner import load_checkpoint
 from torch import nn
 
 from jetvit_mm.deploy import ExportModule
@@ -38,9 +37,8 @@ def build_export_module(config: str, checkpoint: Optional[str], part: str = 'mod
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmseg')):
         model = MODELS.build(cfg.model)
     if checkpoint is not None:
-        from .checkpoint import check_checkpoint_fits
+        from .checkpoint import load_local_checkpoint, load_weights
 
-        check_checkpoint_fits(model, checkpoint, config)
-        load_checkpoint(model, checkpoint, map_location='cpu', strict=False)
+        load_weights(model, load_local_checkpoint(checkpoint, map_location='cpu'), checkpoint, config)
     backbone, head = export_parts(model, part)
     return ExportModule(backbone, head).eval(), backbone.patch_size

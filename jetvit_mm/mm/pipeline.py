@@ -127,6 +127,11 @@ class _Builder:
     def last(self, stage: str) -> FileText:
         return FileText(self.w / stage / 'last_checkpoint')
 
+    def data(self, options: Sequence[Arg]) -> Tuple[Path, ...]:
+        """``--data-root`` when ``options`` point a dataloader at it: the stage reads it, its files are inputs."""
+        reads = any(isinstance(o, str) and '_dataloader.dataset.data_root=' in o for o in options)
+        return (self.o.data_root, ) if reads and self.o.data_root is not None else ()
+
     def train(self, name: str, config: Arg, options: Sequence[Arg], deps: Sequence[str], iters_of: Path,
               has_val: bool = False) -> Stage:
         o = self.o
@@ -137,14 +142,16 @@ class _Builder:
             [f'train_cfg.val_interval={o.max_iters}'] if has_val else [])
         return Stage(name, self.w / name, [*cmd, '--work-dir', self.w / name, '--cfg-options', *options, *smoke],
                      deps=deps, resume_flag='--resume', resume_file='last_checkpoint',
-                     iterations=o.max_iters or config_iterations(iters_of), timing_key=str(iters_of))
+                     iterations=o.max_iters or config_iterations(iters_of), timing_key=str(iters_of),
+                     products=('last_checkpoint', ), pointers=('last_checkpoint', ), data=self.data(options))
 
     def test(self, name: str, config: Path, checkpoint: Arg, options: Sequence[Arg], deps: Sequence[str]) -> Stage:
         out = self.w / name
         roots = loader_roots(config, self.o.data_root, ('test', ))
         opts = ['--cfg-options', *roots, *options] if roots or options else []
         return Stage(name, out, python_tool(REPO, 'test.py', config, checkpoint, '--work-dir', out, '--out',
-                                            out / 'metrics.json', *opts), deps=deps)
+                                            out / 'metrics.json', *opts), deps=deps, products=('metrics.json', ),
+                     data=self.data(roots))
 
     def search(self, step: int, head: Arg, deps: Sequence[str]) -> Stage:
         o, p = self.o, self.o.profile
@@ -153,14 +160,16 @@ class _Builder:
                           '--metric', p.metric, '--head-checkpoint', head, '--work-dir', out, '--beam-width',
                           o.beam_width, *(['--device', o.device] if o.device else []))
         copy_in: Tuple = ()
+        products = ('search_state.json', 'search.json', f'best_arch_step{step}.txt', 'latency_table.json')
         if step == 2:
             best1 = FileText(self.w / 'step1_search' / 'best_arch_step1.txt')
             cmd += ['--step1-arch', best1, '--max-full', o.max_full, '--export', '--distill-config', o.config]
             copy_in = tuple((self.w / 'step1_search' / n, n) for n in ('search_state.json', 'latency_table.json'))
+            products += ('hybrid_*.pth', 'finetune_*.py')
         roots = loader_roots(p.probe_config, o.data_root, ('val', ))
         cmd += ['--cfg-options', *roots] if roots else []
         return Stage(f'step{step}_search', out, cmd, deps=deps, resume_flag='--resume',
-                     resume_file='search_state.json', copy_in=copy_in)
+                     resume_file='search_state.json', copy_in=copy_in, products=products, data=self.data(roots))
 
 
 def _teacher_stages(b: _Builder) -> Tuple[List[Stage], Arg]:
@@ -169,7 +178,7 @@ def _teacher_stages(b: _Builder) -> Tuple[List[Stage], Arg]:
     if p.task == 'depth':
         conv = b.w / 'convert_teacher' / 'teacher_mmseg.pth'
         stages = [Stage('convert_teacher', b.w / 'convert_teacher',
-                        python_tool(REPO, 'convert_depth_anything.py', o.teacher, conv)),
+                        python_tool(REPO, 'convert_depth_anything.py', o.teacher, conv), products=(conv.name, )),
                   b.test('test_teacher', p.eval_config, conv, [], ['convert_teacher'])]
         return stages, conv
     roots = loader_roots(p.probe_config, o.data_root)
@@ -224,6 +233,7 @@ def method_stages(opts: PipelineOptions) -> List[Stage]:
                    inputs=[w / 'test_teacher' / 'metrics.json', w / 'test_hybrid' / 'metrics.json',
                            w / 'step2_search' / 'search.json'],
                    action=lambda stage: write_method_report(w, opts.profile.metric),
+                   products=('report.md', 'report.json'),
                    note=f'python -c "from jetvit_mm.mm.pipeline import write_method_report; '
                         f'from pathlib import Path; write_method_report(Path(\'{w}\'), \'{opts.profile.metric}\')"')
     return stages + [report]

@@ -16,10 +16,12 @@ from .config_text import literal_assignments, literal_text
 __all__ = ['config_of_checkpoint', 'export_config_text', 'without_backbone_checkpoint']
 
 
-def config_of_checkpoint(filename: str) -> Config:
-    """The config saved in ``filename``'s ``meta['cfg']``, read without running it; ValueError naming the
-    ``CONFIG CHECKPOINT`` form when the checkpoint holds none (or none with a literal ``model``)."""
-    raw = load_local_checkpoint(filename, map_location='cpu', mmap=True)
+def config_of_checkpoint(filename: str, raw: Optional[Dict[str, Any]] = None) -> Config:
+    """The config saved in ``filename``'s ``meta['cfg']`` (``raw``: the checkpoint read already), read without
+    running it; ValueError naming the ``CONFIG CHECKPOINT`` form when the checkpoint holds none (or none with a
+    literal ``model``)."""
+    if raw is None:
+        raw = load_local_checkpoint(filename, map_location='cpu', mmap=True)
     meta = raw.get('meta') if isinstance(raw, dict) else None
     text = meta.get('cfg') if isinstance(meta, dict) else None
     values = literal_assignments(text) if isinstance(text, str) else {}

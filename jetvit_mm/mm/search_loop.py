@@ -9,6 +9,7 @@ every rank; rank 0 alone reads the saved state (sent to the others), measures th
 writes the state and the outputs.
 """
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -24,7 +25,7 @@ from jetvit_mm.search.run import SearchSettings, open_state, plot_stage, run_sta
 from jetvit_mm.search.state import write_json_atomic
 
 from .export import export_hybrid
-from .search_identity import IDENTITY_NAMES, search_identity
+from .search_identity import IDENTITY_NAMES, agreed_identity, search_identity, val_content_fingerprint
 from .search_runner import (
     ArchScorer,
     config_metric_direction,
@@ -93,7 +94,9 @@ class JetViTSearchLoop(BaseLoop):
         cfg, settings = self.runner.cfg, self.settings
         given = None if self.latency_table is None else read_latency_table(Path(self.latency_table),
                                                                            declared_letters(cfg))
-        identity = search_identity(cfg, settings.metric, self.checkpoint, self.head_checkpoint)  # by content
+        identity = agreed_identity(  # by content; every rank's the same, or every rank stops here
+            lambda: search_identity(cfg, settings.metric, self.checkpoint, self.head_checkpoint),
+            lambda: dict(val_content=val_content_fingerprint(cfg), **self._options(given)))
         state = on_main_process(lambda: open_state(self.state_path, settings.stage, identity, self.resume,
                                                    IDENTITY_NAMES))
         # the paths too, for the record only (not compared on resume)
@@ -111,6 +114,14 @@ class JetViTSearchLoop(BaseLoop):
             if self.export:
                 self._export(supernet, outcome.result.best_arch, outcome.summary)
         return outcome.summary
+
+    def _options(self, given: Optional[Tuple[Dict[str, float], Optional[list]]]) -> Dict[str, Any]:
+        """The flags that decide which archs a rank scores and how (``'option.<name>'``), for the ranks to compare:
+        every rank must walk the same archs."""
+        options = dict(dataclasses.asdict(self.settings), step1_arch=self.step1_arch, resume=self.resume,
+                       latency_table=given, latency_size=self.latency_size, export=self.export,
+                       device=str(self.device))
+        return {f'option.{k}': v for k, v in options.items()}
 
     def _scorer(self, supernet, teacher) -> ArchScorer:
         """The runner's downstream model (its heads from ``head_checkpoint``) around each scored arch."""

@@ -16,14 +16,14 @@ from mmengine.registry import DefaultScope
 from torch import nn
 
 from jetvit_mm.distill.distiller import Distiller
-from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec, mixer_table_of
+from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec, mixer_table_of, spec_from_state
 from jetvit_mm.models.checkpoints import strip_prefix
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
 from .registry import METRICS, MODELS
-from .runner_checkpoint import saved_model_config, saved_spec
+from .runner_checkpoint import saved_model_config
 
 # Where a metric's direction comes from (True: higher is better), first to last: a metric class that declares a
 # ``higher_is_better`` dict (this project's depth metrics); the config's ``default_hooks.checkpoint`` ``greater_keys``
@@ -113,7 +113,7 @@ def backbone_args(cfg: Config) -> dict:
 
 def declared_letters(cfg: Config) -> str:
     """The mixer letters the config's backbone declares (its ``mixers``, default F, L, W), read without building it."""
-    return mixer_table_of(cfg.model.backbone).letters  # refuses the removed window_size / linear_cfg / window_kernel
+    return mixer_table_of(cfg.model.backbone).letters
 
 
 def check_trained_spec(trained: Optional[ArchSpec], built: ArchSpec, path: str) -> None:
@@ -153,11 +153,11 @@ def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
 
     search_space = [''.join(sorted(space[i], key=rank)) for i in range(len(space))]
     supernet = JetViTSupernet(search_space=search_space, **args)
-    check_trained_spec(saved_spec(state, raw.get('meta') or {}, 'student.', path), supernet.spec, path)
+    check_trained_spec(spec_from_state(state, 'student.', path), supernet.spec, path)
     student[SPEC_KEY] = supernet.get_extra_state()  # checked above (a checkpoint written before specs has none)
     supernet.load_state_dict(student, strict=True)
     teacher_model = JetViT(**args)
-    check_spec(saved_spec(state, {}, 'teacher.', path), teacher_model.spec, path, what='teacher')
+    check_spec(spec_from_state(state, 'teacher.', path), teacher_model.spec, path, what='teacher')
     teacher[SPEC_KEY] = teacher_model.get_extra_state()
     teacher_model.load_state_dict(teacher, strict=True)
     return supernet.eval().requires_grad_(False), teacher_model.eval().requires_grad_(False)

@@ -7,11 +7,9 @@ alone cannot say what a model computes. An :class:`ArchSpec` does: every JetViT 
 ``weights_only`` loads, safetensors, prefixes and key renaming, and every load compares it with the model's own
 (:func:`check_spec`). The state dict is the one place a spec is read from (:func:`spec_from_state`); the copy
 the runner and the exports also write into a checkpoint's meta (:data:`SPEC_META_KEY`) is for people and other tools.
-Files of older formats (a version-1 spec, an export's ``meta['jetvit_arch']``, a runner checkpoint without a spec)
-are refused with the one-time converter to run: ``python tools/upgrade_checkpoint.py OLD NEW``
-(:mod:`jetvit_mm.models.checkpoints.legacy`). Per letter it records the registered type and its options
-(:meth:`~jetvit_mm.models.mixers.MixerEntry.spec_options`: the one place that excludes deployment switches and
-initialisations, ``precision``, ``kernel_init``, ...).
+A spec of another format or version is refused, naming the version this jetvit_mm reads. Per letter it records the
+registered type and its options (:meth:`~jetvit_mm.models.mixers.MixerEntry.spec_options`: the one place that
+excludes deployment switches and initialisations, ``precision``, ``kernel_init``, ...).
 """
 import json
 from dataclasses import dataclass
@@ -21,17 +19,13 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import torch
 
 from .mixers import DEFAULT_MIXERS, MixerTable, option_name
-from .mixers.table import REMOVED_ARGUMENTS, refuse_removed_arguments
 
-__all__ = ['SPEC_KEY', 'SPEC_META_KEY', 'UPGRADE_HINT', 'ArchSpec', 'check_spec', 'mixer_table_of',
-           'spec_from_state']
+__all__ = ['SPEC_KEY', 'SPEC_META_KEY', 'ArchSpec', 'check_spec', 'mixer_table_of', 'spec_from_state']
 
 SPEC_KEY = '_extra_state'  # torch's name for a module's extra state in its state dict
 SPEC_META_KEY = 'jetvit_specs'  # checkpoint meta: {module name ('' for a bare JetViT): spec dict}; written, not read
 _FORMAT = 'jetvit_arch_spec'
-_VERSION = 2  # 2: a type and options per letter ('mixers'); 1 (options only): tools/upgrade_checkpoint.py
-UPGRADE_HINT = ('convert the file once with `python tools/upgrade_checkpoint.py OLD.pth NEW.pth` (it writes the arch '
-                'spec into the state dict, the one place it is read from)')
+_VERSION = 2  # a type and options per letter ('mixers')
 
 
 def _frozen(options: Optional[Mapping[str, Mapping[str, Any]]]) -> Optional[Mapping[str, Mapping[str, Any]]]:
@@ -42,12 +36,8 @@ def _frozen(options: Optional[Mapping[str, Mapping[str, Any]]]) -> Optional[Mapp
 
 
 def mixer_table_of(build_args: Optional[Mapping[str, Any]]) -> MixerTable:
-    """The mixer table a model built with ``build_args`` (its ``mixers``) declares; TypeError naming the ``mixers=``
-    form for an argument that no longer sets a mixer option (``window_size``, ``linear_cfg``, ``window_kernel``)."""
-    args = build_args or {}
-    refuse_removed_arguments('model', {k: args[k] for k in REMOVED_ARGUMENTS if args.get(k) is not None},
-                             args.get('mixers'))
-    return MixerTable.from_args(args.get('mixers'))
+    """The mixer table a model built with ``build_args`` (its ``mixers``) declares."""
+    return MixerTable.from_args((build_args or {}).get('mixers'))
 
 
 def _spec_bytes(tensor: torch.Tensor, source: str) -> torch.Tensor:
@@ -129,9 +119,6 @@ class ArchSpec:
     def from_dict(cls, data: Any, source: str = 'checkpoint') -> 'ArchSpec':
         if not isinstance(data, dict) or data.get('format') != _FORMAT:
             raise ValueError(f'{source}: not a JetViT arch spec: {str(data)[:200]!r}')
-        if data.get('version') == 1:  # written before letters were declared: the default table's L, W, F
-            raise ValueError(f'{source}: holds an arch spec of version 1 (written before the mixer table); '
-                             f'{UPGRADE_HINT}')
         if data.get('version') != _VERSION:
             raise ValueError(f'{source}: arch spec version {data.get("version")!r}; this jetvit_mm reads '
                              f'version {_VERSION}')

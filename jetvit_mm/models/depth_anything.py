@@ -88,9 +88,8 @@ def split_depth_checkpoint(state: StateDict, source: str = 'checkpoint') -> Tupl
 
 
 def saved_backbone_spec(state: StateDict, meta: dict, source: str) -> Optional[ArchSpec]:
-    """The spec the backbone of a depth checkpoint was saved with: its state dict's (``backbone.`` or, in an official
-    layout, none), else what the checkpoint's meta or a registered reader (an old runner checkpoint's saved config)
-    says; None for a teacher file."""
+    """The spec the backbone of a depth checkpoint was saved with: its state dict's (under ``backbone.``, or where a
+    registered reader finds the JetViT of a runner checkpoint); None for a teacher file or an official one."""
     found = spec_from_state(state, 'backbone.', source)
     return found if found is not None else jetvit_part(state, meta, source)[1]
 
@@ -166,21 +165,25 @@ class JetViTDepthAnything(nn.Module):
         return F.interpolate(disparity[:, None], images.shape[-2:], mode='bilinear', align_corners=True)[:, 0]
 
 
-def export_mmseg_checkpoint(src: Union[str, Path], dst: Union[str, Path]) -> Path:
-    """Write ``src`` (an official DepthAnythingV2 file, or any :func:`split_depth_checkpoint` format) as the
-    checkpoint of an mmseg ``DepthEstimator`` with a JetViT backbone and a ``DPTDepthHead``:
-    ``{'state_dict': {backbone.* (JetViT names), decode_head.* (original head names)}, 'meta': ...}``.
-
-    It is what ``tools/test.py CONFIG CHECKPOINT`` and ``tools/search.py --head-checkpoint`` read.
-    """
-    raw, meta = read_checkpoint(src)
+def mmseg_checkpoint(raw: StateDict, meta: dict, src: Union[str, Path]) -> dict:
+    """``raw`` (the state dict of ``src``: an official DepthAnythingV2 file, or any :func:`split_depth_checkpoint`
+    format, and its ``meta``) as the checkpoint of an mmseg ``DepthEstimator`` with a JetViT backbone and a
+    ``DPTDepthHead``: ``{'state_dict': {backbone.* (JetViT names), decode_head.* (original head names)}, 'meta':
+    ...}``."""
     saved = saved_backbone_spec(raw, meta, str(src))
     backbone, head, fmt = split_depth_checkpoint(raw, str(src))
-    if saved is not None:  # an old checkpoint's spec (read from its meta or saved config) goes with the weights
+    if saved is not None:  # the spec goes with the weights
         backbone[SPEC_KEY] = saved.to_tensor()
     state = {f'backbone.{k}': v for k, v in backbone.items()}
     state.update({f'decode_head.{k}': v for k, v in head.items()})
     out_meta = dict(meta, source=str(src), source_format=fmt)
     if saved is not None:
         out_meta[SPEC_META_KEY] = {'backbone': saved.to_dict()}
-    return save_checkpoint(dict(state_dict=state, meta=out_meta), dst)
+    return dict(state_dict=state, meta=out_meta)
+
+
+def export_mmseg_checkpoint(src: Union[str, Path], dst: Union[str, Path]) -> Path:
+    """Write ``src`` as :func:`mmseg_checkpoint` to ``dst`` (what ``tools/test.py CONFIG CHECKPOINT`` and
+    ``tools/search.py --head-checkpoint`` read)."""
+    raw, meta = read_checkpoint(src)
+    return save_checkpoint(mmseg_checkpoint(raw, meta, src), dst)

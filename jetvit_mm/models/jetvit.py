@@ -8,10 +8,11 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from .arch import SPEC_KEY, ArchSpec, check_spec
+from .caching import plain_tensors
 from .checkpoints import check_state_keys, jetvit_part, read_checkpoint, strip_prefix, to_jetvit_names
-from .mixers import MixerTable, refuse_removed_arguments, validate_arch
+from .mixers import MixerTable, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
-from .rope_grid import rope_embed_for_grid
+from .rope_grid import rope_embed_for_grid, rope_embed_on_device
 from .teachers import create_teacher, layer_scale, teacher_qkv
 from .tracing import check_not_legacy_onnx_export, exporting
 
@@ -73,8 +74,7 @@ class JetViT(nn.Module):
             ``focusing``, ...) and the implementation switches ``mixers.L.kernel`` / ``mixers.W.kernel``
             (``'auto'``, ``'torch'``, ``'compile'``, ``'triton'`` / ``'flex'``; deployment switches: same
             computation, other rounding); :func:`~jetvit_mm.models.mixers.default_mixers` writes the default table
-            with some options changed. The former arguments ``window_size``, ``linear_cfg`` and ``window_kernel``
-            are refused with the ``mixers=`` table that replaces them.
+            with some options changed.
         checkpoint: local weights in any supported format (official DINOv3, timm, Hugging Face DINOv3,
             DepthAnythingV2, JetViT's own), loaded strictly and safely.
         inherit: ``'all'`` keeps the checkpoint's q/k/v/o in every mixer; ``'mlp'`` re-initialises them in
@@ -114,10 +114,8 @@ class JetViT(nn.Module):
             rope_periods: str = 'checkpoint',
             mixers: Optional[Dict[str, Dict[str, Any]]] = None,
             grad_checkpointing: bool = False,
-            **removed: Any,
     ) -> None:
         super().__init__()
-        refuse_removed_arguments(type(self).__name__, removed, mixers)
         if inherit not in INHERIT:
             raise ValueError(f'unknown inherit {inherit!r}; valid: {", ".join(INHERIT)}')
         if rope_periods not in ROPE_PERIODS:
@@ -385,9 +383,9 @@ class JetViT(nn.Module):
     def rope_embed(self, grid: Tuple[int, int]) -> Optional[torch.Tensor]:
         """DINOv3 RoPE for a patch grid (None without RoPE); outside training cached per grid, device and dtype.
 
-        timm builds RoPE coordinates on the CPU, so each fresh embed is a host-to-device copy: the cache saves it per
-        forward and lets a whole forward be captured in a CUDA graph. Training (where timm may augment the
-        coordinates) always builds a fresh one.
+        Built on the RoPE's device (:func:`rope_embed_on_device`: timm's own coordinates would be made on the CPU and
+        copied, which CUDA-graph capture refuses inside torch.compile); the cache saves the few small kernels per
+        forward. Training (where timm may augment the coordinates) always builds a fresh one.
         """
         if self.rope is None:
             return None
@@ -396,13 +394,14 @@ class JetViT(nn.Module):
         if self.training or torch.compiler.is_compiling():
             # in a compiled graph the embed is built in the graph: a cache lookup there would be guarded on, and the
             # graph compiled again once the cache fills
-            return self.rope.get_embed(shape=grid)
+            return rope_embed_on_device(self.rope, grid)
         key = (tuple(grid),) + tuple((b.device, b.dtype) for b in self.rope.buffers())
         cache = self._rope_cache
         if key not in cache:
             if len(cache) >= 8:
                 cache.clear()
-            cache[key] = self.rope.get_embed(shape=grid)
+            with plain_tensors():  # also serves later forwards with autograd on (an eval-mode model being trained)
+                cache[key] = rope_embed_on_device(self.rope, grid)
         return cache[key]
 
     def forward_intermediates(self, x: torch.Tensor, indices: Optional[Sequence[int]] = None, norm: bool = True,

@@ -39,3 +39,21 @@ def rope_embed_for_grid(rope: nn.Module, grid_size: Tuple[int, int]) -> torch.Te
     coords = (2.0 * coords - 1.0).flatten(0, 1)  # [h * w, 2] in [-1, 1], as timm's centred grid
     sin, cos = rope._get_pos_embed_from_coords(coords)
     return torch.cat([sin, cos], dim=-1)
+
+
+
+def rope_embed_on_device(rope: nn.Module, grid_size: Tuple[int, int]) -> torch.Tensor:
+    """``rope.get_embed(shape=grid_size)`` with every tensor made on the RoPE's own device (that of its periods).
+
+    timm's ``RotaryEmbeddingDinoV3`` makes its coordinates on the CPU and copies them over: a host-to-device copy per
+    embed, which CUDA-graph capture refuses inside ``torch.compile``. A DINOv3 RoPE without coordinate augmentation
+    (eval mode, or none configured) gets :func:`rope_embed_for_grid`'s coordinates, made on the device (the same
+    values). timm's own call serves the rest: augmented coordinates (timm draws them on the CPU), other conventions,
+    and timm's other RoPEs (EVA's ``RotaryEmbeddingCat`` builds on its bands' device already).
+    """
+    dinov3 = (hasattr(rope, 'periods') and hasattr(rope, '_get_pos_embed_from_coords')
+              and getattr(rope, 'normalize_coords', None) == 'separate' and getattr(rope, 'grid_indexing', None) == 'ij'
+              and float(getattr(rope, 'grid_offset', 0.)) == 0.)
+    if not dinov3 or (rope.training and getattr(rope, 'aug_active', False)):
+        return rope.get_embed(shape=grid_size)
+    return rope_embed_for_grid(rope, grid_size)

@@ -28,6 +28,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 
+from .caching import plain_tensors
 from .jetvit import JetViT
 
 SPEC_PATTERN = re.compile(r'f(\d+)@(\d+)(?:-(\d+))?')
@@ -122,10 +123,22 @@ def from_cells(cells: torch.Tensor, grid: Tuple[int, int], factor: int) -> torch
     return x[:, :H, :W].reshape(B, H * W, C)
 
 
-@functools.lru_cache(maxsize=16)
 def neighbour_index(h: int, w: int, device: torch.device) -> torch.Tensor:
     """Flat indices into the zero-padded ``(h + 2) x (w + 2)`` grid of each cell's 3 x 3 neighbourhood,
-    ``[h * w * 9]`` (cell-major, :data:`OFFSETS` order)."""
+    ``[h * w * 9]`` (cell-major, :data:`OFFSETS` order): kept per grid and device as a plain tensor (one first built
+    under ``inference_mode`` still serves a later backward), built afresh while torch.compile traces."""
+    if torch.compiler.is_compiling():
+        return _neighbour_index(h, w, device)
+    return _kept_neighbour_index(h, w, device)
+
+
+@functools.lru_cache(maxsize=16)
+def _kept_neighbour_index(h: int, w: int, device: torch.device) -> torch.Tensor:
+    with plain_tensors():
+        return _neighbour_index(h, w, device)
+
+
+def _neighbour_index(h: int, w: int, device: torch.device) -> torch.Tensor:
     dy = torch.tensor([o[0] for o in OFFSETS], device=device)
     dx = torch.tensor([o[1] for o in OFFSETS], device=device)
     ys = torch.arange(h, device=device)[:, None, None] + 1 + dy
@@ -162,13 +175,37 @@ class Clustering:
     rope: Optional[torch.Tensor]
 
 
+def check_temperature(temperature: float, dtype: torch.dtype) -> None:
+    """Refuse a temperature below the smallest normal number of the compute ``dtype`` (``torch.finfo(dtype).tiny``,
+    1.2e-38 in fp32, 6.1e-5 in fp16): a cosine similarity over it overflows (or the temperature rounds to 0) and
+    every feature comes out NaN. At or above it, ``1 / temperature`` is at most a quarter of the dtype's largest
+    number."""
+    if not dtype.is_floating_point:
+        return
+    tiny = torch.finfo(dtype).tiny
+    if temperature < tiny:
+        raise ValueError(f'clustering temperature {temperature!r} is below what {dtype} computes with: it must be at '
+                         f'least {tiny!r} (torch.finfo({dtype}).tiny), else the similarities over it overflow and '
+                         f'every feature is NaN')
+
+
+def check_factor(factor: int, grid: Tuple[int, int]) -> None:
+    """Refuse a factor larger than both sides of the ``grid`` of patches: one cluster already holds every token at
+    ``max(grid)``, a larger factor only pads (quadratically: a huge one exhausts the memory)."""
+    if factor > max(grid):
+        raise ValueError(f'clustering factor {factor} is larger than this input\'s patch grid {grid[0]}x{grid[1]}: '
+                         f'it must be at most {max(grid)} (a factor of {max(grid)} already makes one cluster)')
+
+
 def soft_assignment(cells_normed: torch.Tensor, valid: torch.Tensor, centres: torch.Tensor,
                     temperature: float) -> torch.Tensor:
     """Each token's softmax over the cosine similarity to the clusters of its 3 x 3 neighbourhood, ``[B, h, w, t,
     9]``; padding tokens get weight 0, clusters outside the grid are never chosen."""
     neigh = neighbours(F.normalize(centres, dim=-1))
     inside = neighbours(torch.ones_like(centres[..., :1]))[..., 0] > 0  # [B, h, w, 9]
-    sim = torch.einsum('bhwtc,bhwkc->bhwtk', cells_normed, neigh) / temperature
+    sim = torch.einsum('bhwtc,bhwkc->bhwtk', cells_normed, neigh)
+    check_temperature(temperature, sim.dtype)  # the dtype the division runs in (autocast's, if on)
+    sim = sim / temperature
     sim = sim.masked_fill(~inside[:, :, :, None, :], float('-inf'))
     return sim.softmax(dim=-1) * valid
 
@@ -178,6 +215,7 @@ def cluster_tokens(tokens: torch.Tensor, grid: Tuple[int, int], factor: int, ite
     """Local soft k-means of patch tokens ``[B, H*W, C]``: clusters start as the mean of their cell's tokens, then
     ``iters`` rounds of soft assignment to the neighbouring clusters and weighted means. Returns the clusters
     ``[B, h, w, C]``, the final assignment and the coarse grid."""
+    check_factor(factor, grid)
     cells = to_cells(tokens, grid, factor)
     valid = to_cells(torch.ones_like(tokens[..., :1]), grid, factor)  # [B, h, w, t, 1]
     centres = (cells * valid).sum(3) / valid.sum(3)
@@ -232,8 +270,12 @@ class TokenClusteringJetViT(JetViT):
         self.set_clustering(clustering)
 
     def set_clustering(self, clustering: Union[None, str, Mapping[str, object], ClusterSpec]) -> None:
-        """Change the strength (checked against this model's depth)."""
-        self.clustering = None if clustering is None else parse_cluster_spec(clustering, self.depth)
+        """Change the strength (checked against this model's depth and its weights' dtype; the input's patch grid
+        and the compute dtype are checked at each forward)."""
+        spec = None if clustering is None else parse_cluster_spec(clustering, self.depth)
+        if spec is not None and spec.active:
+            check_temperature(spec.temperature, next(self.parameters()).dtype)
+        self.clustering = spec
 
     def _cluster(self, x: torch.Tensor, grid: Tuple[int, int]) -> Tuple[torch.Tensor, Clustering]:
         spec, P = self.clustering, self.num_prefix_tokens
@@ -298,10 +340,12 @@ def apply_token_clustering(model: JetViT, clustering: Union[str, Mapping[str, ob
         raise TypeError(f'apply_token_clustering takes a jetvit_mm.models.JetViT, got {type(model).__name__} '
                         '(a supernet: export the arch first; a registered mm backbone: build TokenClusteringJetViT)')
     spec = parse_cluster_spec(clustering, model.depth)
+    if spec.active:
+        check_temperature(spec.temperature, next(model.parameters()).dtype)
     model.__class__ = TokenClusteringJetViT
     model.clustering = spec
     return model
 
 
-__all__ = ['ClusterSpec', 'TokenClusteringJetViT', 'apply_token_clustering', 'cluster_tokens', 'parse_cluster_spec',
-           'reconstruct']
+__all__ = ['ClusterSpec', 'TokenClusteringJetViT', 'apply_token_clustering', 'check_factor', 'check_temperature',
+           'cluster_tokens', 'parse_cluster_spec', 'reconstruct']

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+from jetvit_mm.models.checkpoints.integrity import file_digest
+
 __all__ = ['file_digest', 'files_by_content', 'files_by_size', 'value_digest']
 
 
@@ -13,15 +15,6 @@ def value_digest(value: Any) -> str:
     """``'sha256:<hex>'`` of a JSON-able value (dict keys sorted; other objects by their text)."""
     text = json.dumps(value, sort_keys=True, default=str, separators=(',', ':'))
     return 'sha256:' + hashlib.sha256(text.encode()).hexdigest()
-
-
-def file_digest(path: Any) -> str:
-    """``'sha256:<hex>'`` of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
-            h.update(block)
-    return 'sha256:' + h.hexdigest()
 
 
 def _replace_files(value: Any, replace: Any) -> Any:

@@ -116,13 +116,16 @@ def verify_file_digests(directory: Union[str, Path], digests: Dict[str, str], so
                 'checkpoint and its directory again')
 
 
-def check_zip_records(path: Union[str, Path], names: Optional[Tuple[str, ...]] = None) -> None:
-    """Check the CRC-32 of every record of the zip checkpoint ``path`` (only those ending with one of ``names``, if
-    given); a damaged or truncated file raises :class:`DamagedCheckpointError` naming the file and the record."""
+def check_zip_records(path: Union[str, Path, BinaryIO], names: Optional[Tuple[str, ...]] = None,
+                      source: Optional[Union[str, Path]] = None) -> None:
+    """Check the CRC-32 of every record of the zip checkpoint ``path`` (a file name, or a file open for reading:
+    ``source`` names it) (only those ending with one of ``names``, if given); a damaged or truncated file raises
+    :class:`DamagedCheckpointError` naming the file and the record."""
+    source = path if source is None else source
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, EOFError, OSError) as error:
-        raise DamagedCheckpointError(f'{path} is not a readable torch checkpoint (damaged or truncated: {error}); '
+        raise DamagedCheckpointError(f'{source} is not a readable torch checkpoint (damaged or truncated: {error}); '
                                      f'copy or save it again') from None
     with archive:
         for info in archive.infolist():
@@ -133,7 +136,7 @@ def check_zip_records(path: Union[str, Path], names: Optional[Tuple[str, ...]] =
                     while record.read(_CHUNK):
                         pass
             except (zipfile.BadZipFile, EOFError, OSError) as error:
-                raise DamagedCheckpointError(f'{path} is damaged: its record {info.filename} fails the zip check '
+                raise DamagedCheckpointError(f'{source} is damaged: its record {info.filename} fails the zip check '
                                              f'({error}); copy or save it again') from None
 
 

@@ -23,7 +23,7 @@ def read_checkpoint(path: Union[str, Path], mmap: bool = False) -> Tuple[Dict[st
     if not path.is_file():
         raise FileNotFoundError(f'checkpoint not found: {path}')
     if path.suffix == '.safetensors':
-        return _unwrap(_load_safetensors(path), path), {}
+        return unwrap_state(_load_safetensors(path), path), {}
     raw = _load_pth(path, mmap=mmap)
     meta = raw.get('meta', {}) if isinstance(raw, dict) and isinstance(raw.get('meta'), dict) else {}
     if meta.get('fsdp2_sharded'):  # an FSDP2 runner checkpoint: its weights are in the .dcp directory it names
@@ -32,35 +32,42 @@ def read_checkpoint(path: Union[str, Path], mmap: bool = False) -> Tuple[Dict[st
             raise UnsafeCheckpointError(f'{path} is a sharded FSDP2 checkpoint (its weights in '
                                         f'{meta["fsdp2_sharded"]}): `import jetvit_mm.mm` registers its reader')
         raw = loader(str(path))
-    return _unwrap(raw, path), meta
+    return unwrap_state(raw, path), meta
 
 
 def torch_load(path: Union[str, Path], **kwargs: Any) -> Any:
-    """``torch.load(path, **kwargs)`` with the file's integrity checked: a zip checkpoint's records must pass their
-    CRC-32 (with ``mmap=True``, which reads little more than the pickle, only the pickle's record) and a checkpoint
-    read whole must match the tensor digest in its meta, if it has one (:mod:`.integrity`). A file that is not a
-    readable torch checkpoint (truncated, corrupt, text) is reported as such, naming the file, instead of torch's
-    internal error; a weights-only refusal is re-raised as is. A legacy (non-zip) file is read whole also when
-    ``mmap=True`` is asked (torch maps only zip files)."""
+    """``torch.load(path, **kwargs)`` with the file's integrity checked, the file opened once: a zip checkpoint's
+    records must pass their CRC-32 (with ``mmap=True``, which reads little more than the pickle, only the pickle's
+    record) and a checkpoint read whole must match the tensor digest in its meta, if it has one (:mod:`.integrity`).
+    A file that is not a readable torch checkpoint (truncated, corrupt, text) is reported as such, naming the file,
+    instead of torch's internal error; a weights-only refusal is re-raised as is. A legacy (non-zip) file is read
+    whole also when ``mmap=True`` is asked (torch maps only zip files)."""
     with open(path, 'rb') as f:
         head = f.read(2)
-    if head != b'PK' and head[:1] != b'\x80':  # torch writes a zip archive, or (legacy) a protocol-2+ pickle
-        raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): it '
-                         f'starts with {head!r}, neither a zip archive nor a pickle')
-    if head == b'PK':
-        check_zip_records(path, names=('data.pkl',) if kwargs.get('mmap') else None)
-    else:
-        kwargs['mmap'] = False
+        if head != b'PK' and head[:1] != b'\x80':  # torch writes a zip archive, or (legacy) a protocol-2+ pickle
+            raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): it '
+                             f'starts with {head!r}, neither a zip archive nor a pickle')
+        if head == b'PK':
+            f.seek(0)
+            check_zip_records(f, names=('data.pkl',) if kwargs.get('mmap') else None, source=path)
+        else:
+            kwargs['mmap'] = False
+        f.seek(0)
+        checkpoint = _checked_load(path if kwargs.get('mmap') else f, path, kwargs)  # torch maps a file by its name
+    if not kwargs.get('mmap'):
+        verify_digest(checkpoint, path)
+    return checkpoint
+
+
+def _checked_load(file: Any, path: Union[str, Path], kwargs: Dict[str, Any]) -> Any:
+    """``torch.load(file, **kwargs)``; its errors on a file that is not a torch checkpoint worded naming ``path``."""
     try:
-        checkpoint = torch.load(path, **kwargs)
+        return torch.load(file, **kwargs)
     except pickle.UnpicklingError:
         raise
     except (RuntimeError, OSError, EOFError, KeyError, ValueError, IndexError, AttributeError) as error:
         raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): '
                          f'{type(error).__name__}: {error}') from error
-    if not kwargs.get('mmap'):
-        verify_digest(checkpoint, path)
-    return checkpoint
 
 
 def _load_pth(path: Path, mmap: bool = False) -> Any:
@@ -117,7 +124,9 @@ def _torch_file_kind(head: bytes) -> Optional[str]:
     return None
 
 
-def _unwrap(state: Any, path: Path) -> Dict[str, torch.Tensor]:
+def unwrap_state(state: Any, path: Union[str, Path]) -> Dict[str, torch.Tensor]:
+    """The state dict of tensors of a loaded checkpoint (under one of :data:`WRAPPER_KEYS`, or itself), without a
+    DistributedDataParallel ``module.`` prefix; ValueError naming ``path`` when it holds none."""
     for key in WRAPPER_KEYS:
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]

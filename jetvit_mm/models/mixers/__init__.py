@@ -17,7 +17,7 @@ from .full import FullAttention
 from .linear import LinearAttention
 from .registry import MIXER_REGISTRY, MixerRegistry, register_mixer
 from .squeeze_conv import CONV_VARIANTS, SqueezeDynamicConv, StaticDepthwiseConv, TokenDynamicConv
-from .table import DEFAULT_MIXERS, MixerEntry, MixerTable, default_mixers, option_name, refuse_removed_arguments
+from .table import DEFAULT_MIXERS, MixerEntry, MixerTable, default_mixers, option_name
 from .window import WindowAttention
 
 for _cls in (FullAttention, WindowAttention, LinearAttention):
@@ -88,5 +88,5 @@ __all__ = [
     'CONV_VARIANTS', 'COMMON_ARGS', 'DEFAULT_MIXERS', 'INHERITS', 'LINEAR_CFG_KEYS', 'MIXERS', 'MIXER_REGISTRY',
     'FullAttention', 'LinearAttention', 'MixerContractError', 'MixerEntry', 'MixerRegistry', 'MixerTable',
     'SqueezeDynamicConv', 'StaticDepthwiseConv', 'TokenDynamicConv', 'TokenMixer', 'WindowAttention', 'build_mixer',
-    'default_mixers', 'get_mixer_cls', 'option_name', 'refuse_removed_arguments', 'register_mixer', 'validate_arch',
+    'default_mixers', 'get_mixer_cls', 'option_name', 'register_mixer', 'validate_arch',
 ]

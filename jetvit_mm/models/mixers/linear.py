@@ -57,7 +57,9 @@ class LinearAttention(TokenMixer):
     their elementwise math and every sum in fp32 and give the matmuls bf16 operands for bf16 inputs, fp32 ones
     otherwise, whatever ``precision``: within bf16 rounding of the fp32 result. With autograd recording (training)
     ``'triton'`` trains through its Triton backward (ReLU features; ``focusing`` trains on the torch path) and every
-    other path gives way to the torch path. The choice is resolved once per device, dtype and grad mode.
+    other path gives way to the torch path; the static and squeeze conv terms are computed inside the Triton kernels
+    in training as in inference (their backward in torch ops). The choice is resolved once per device, dtype and
+    grad mode.
 
     There is no attention matrix to drop out, so ``attn_drop`` must be 0.
     """
@@ -176,14 +178,16 @@ class LinearAttention(TokenMixer):
         table = None
         if rope is not None and self.rope_numerator:
             check_rope(rope, N - P, self.head_dim)
-            table = rotation_table(rope, P, self.rotate_half)
-        # with grad: the trainable Triton core (its own backward), the conv term beside it (autograd's)
+            # the Triton kernels read a bf16 table for bf16 inputs (half the bytes; the backward rotates with it too)
+            bf16 = path == 'triton' and qkv_flat.dtype == torch.bfloat16
+            table = rotation_table(rope, P, self.rotate_half, torch.bfloat16 if bf16 else torch.float32)
+        # with grad: the trainable Triton kernels (their own backward, the static or squeeze conv term included)
         trains = path == 'triton' and torch.is_grad_enabled() and self.focusing is None
-        weights = self.kernel_conv_weights() if path == 'triton' and not trains else None
+        weights = self.kernel_conv_weights() if path == 'triton' else None
         conv = self.fast_value_conv(qkv_flat, grid_size, path) if self.conv is not None and weights is None else None
         args = (qkv_flat, table, conv, self.num_heads, P, self.eps, self.focusing, self.rotate_half)
         if trains:
-            out = trainable_triton_linear_attention(*args[:6], self.rotate_half)
+            out = trainable_triton_linear_attention(*args[:6], self.rotate_half, weights, tuple(grid_size))
         elif path == 'triton':
             out = triton_linear_attention(*args, conv_weights=weights, grid_size=tuple(grid_size))
         elif path == 'compile':

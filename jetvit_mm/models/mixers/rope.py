@@ -64,9 +64,10 @@ def apply_rope_table(x: torch.Tensor, table: torch.Tensor, rotate_half: bool = T
 
 def rotate_with_table(x: torch.Tensor, table: torch.Tensor, rotate_half: bool = True) -> torch.Tensor:
     """:func:`apply_rope_table`'s rotation with ``table`` broadcast against ``x`` as it is (no shape check), e.g.
-    a ``[N, 1, 2 * head_dim]`` table on token-major ``[B, N, heads, head_dim]``."""
+    a ``[N, 1, 2 * head_dim]`` table on token-major ``[B, N, heads, head_dim]``. Always in ``x.dtype``: timm's
+    interleaved branch returns the promoted dtype in some versions (1.0.29: fp32 for bf16 ``x`` and an fp32 table)."""
     if not rotate_half:
-        return apply_rot_embed_cat(x, table, half=False)
+        return apply_rot_embed_cat(x, table, half=False).to(x.dtype)
     sin, cos = table.chunk(2, dim=-1)
     x1, x2 = x.chunk(2, dim=-1)
     return (x * cos + torch.cat([x2, x1], dim=-1) * sin).to(x.dtype)

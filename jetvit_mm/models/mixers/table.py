@@ -14,8 +14,7 @@ from .contract import MixerContractError, check_class, own_parameters, probe_fai
 from .full import FullAttention
 from .registry import MIXER_REGISTRY
 
-__all__ = ['DEFAULT_MIXERS', 'REMOVED_ARGUMENTS', 'MixerEntry', 'MixerTable', 'default_mixers', 'option_name',
-           'refuse_removed_arguments']
+__all__ = ['DEFAULT_MIXERS', 'MixerEntry', 'MixerTable', 'default_mixers', 'option_name']
 
 DEFAULT_MIXERS: Dict[str, Dict[str, Any]] = {
     'L': dict(type='LinearAttention', conv='squeeze'),
@@ -23,10 +22,6 @@ DEFAULT_MIXERS: Dict[str, Dict[str, Any]] = {
     'F': dict(type='FullAttention'),
 }
 FULL = 'F'  # the teacher's attention: the all-F arch is the teacher
-# the model arguments that set mixer options before the mixer table was the one way: argument -> (letter, option);
-# linear_cfg (None) held L options by their own names
-REMOVED_ARGUMENTS: Dict[str, Tuple[str, Optional[str]]] = {
-    'window_size': ('W', 'window_size'), 'window_kernel': ('W', 'kernel'), 'linear_cfg': ('L', None)}
 
 
 def option_name(letter: str, type_name: str, key: str) -> str:
@@ -45,30 +40,6 @@ def default_mixers(**options: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
                              f'another letter in the mixers dict itself)')
         table[letter].update(copy.deepcopy(dict(values)))
     return table
-
-
-def refuse_removed_arguments(owner: str, arguments: Mapping[str, Any],
-                             mixers: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
-    """TypeError for keyword ``arguments`` ``owner`` (``JetViT``, ...) does not take: one that used to set a mixer
-    option (:data:`REMOVED_ARGUMENTS`) is named with the ``mixers=`` table that sets it now; any other as Python
-    names an unexpected keyword."""
-    removed = {k: v for k, v in arguments.items() if k in REMOVED_ARGUMENTS}
-    others = sorted(set(arguments) - set(removed))
-    if others:
-        raise TypeError(f'{owner}.__init__() got unexpected keyword argument(s) {others}')
-    if not removed:
-        return
-    table = {k: dict(v) for k, v in (mixers if mixers is not None else DEFAULT_MIXERS).items()}
-    keys = []
-    for argument, value in removed.items():
-        letter, option = REMOVED_ARGUMENTS[argument]
-        values = dict(value) if option is None and isinstance(value, Mapping) else {option or argument: value}
-        table.setdefault(letter, dict(DEFAULT_MIXERS[letter]))
-        table[letter] = {**table[letter], **values}
-        keys += [f'mixers.{letter}.{k}' for k in values]
-    given = ', '.join(f'{k}={v!r}' for k, v in removed.items())
-    raise TypeError(f'{owner}: {given}: no longer a model argument ({", ".join(removed)}); mixer options are set in '
-                    f'the mixer table ({", ".join(keys)}): mixers={table!r}')
 
 
 def _json_value(letter: str, key: str, value: Any) -> Any:

@@ -14,30 +14,34 @@ from typing import Dict, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from ...caching import plain_tensors
 from ..rope import rope_table
 
 _TABLES: Dict[Tuple, Tuple[weakref.ref, int, torch.Tensor]] = {}  # per RoPE embed: the layers of a forward share it
 
 
-def rotation_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool) -> torch.Tensor:
-    """fp32 ``[num_prefix_tokens + h * w, 2 * head_dim]`` table ``[sin', cos]`` for :func:`rotate`: each feature's
-    sin carries the sign its partner (the other half, or the other element of its pair) enters with; prefix rows
-    are the identity.
+def rotation_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool,
+                   dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``[num_prefix_tokens + h * w, 2 * head_dim]`` table ``[sin', cos]`` for :func:`rotate` (fp32, or rounded to
+    ``dtype``: the Triton kernels read a bf16 table for bf16 inputs, half the bytes): each feature's sin carries the
+    sign its partner (the other half, or the other element of its pair) enters with; prefix rows are the identity.
 
     Outside torch.compile the table is kept while ``rope`` (the model's cached embed) lives unchanged: every L layer
     of every forward at that grid reuses it."""
     if torch.compiler.is_compiling():
-        return _rotation_table(rope, num_prefix_tokens, rotate_half)
-    key = (id(rope), num_prefix_tokens, rotate_half)
+        return _rotation_table(rope, num_prefix_tokens, rotate_half).to(dtype)
+    key = (id(rope), num_prefix_tokens, rotate_half, dtype)
     hit = _TABLES.get(key)
     version = -1 if rope.is_inference() else rope._version  # inference tensors keep no version counter
     if hit is not None and hit[0]() is rope and hit[1] == version:
         return hit[2]
     for k in [k for k, (ref, _, _) in _TABLES.items() if ref() is None]:
         del _TABLES[k]
-    table = _rotation_table(rope, num_prefix_tokens, rotate_half)
-    if len(_TABLES) < 16:
-        _TABLES[key] = (weakref.ref(rope), version, table)
+    if len(_TABLES) >= 16:
+        return _rotation_table(rope, num_prefix_tokens, rotate_half).to(dtype)
+    with plain_tensors():  # a table first built under inference_mode still serves a later training step
+        table = _rotation_table(rope, num_prefix_tokens, rotate_half).to(dtype)
+    _TABLES[key] = (weakref.ref(rope), version, table)
     return table
 
 

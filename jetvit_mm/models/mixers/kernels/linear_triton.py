@@ -5,21 +5,21 @@ op (inductor calls the kernels themselves) instead of tracing a torch formula in
 The conv term: ``conv`` (a conv term computed beforehand, e.g. the token-dynamic conv) or ``conv_weights``, which
 the kernels compute themselves: ``('static', weight)`` (``[D, 1, k, k]``) or ``('squeeze', fc1_weight, fc2_weight,
 fc2_bias)`` (:class:`~jetvit_mm.models.mixers.squeeze_conv.SqueezeDynamicConv`: the mean of V comes out of the K/V
-pass, the generator's two small Linears run as torch ops between the passes (two matmuls of one row per image: a
-kernel of their own would gain nothing), and the Q pass convolves V at the ``k * k`` shifted positions).
+pass, the generator (the mean, its two small Linears and the SiLU) runs as one small launch between the passes, and
+the Q pass convolves V at the ``k * k`` shifted positions).
 """
 import importlib
 import math
 from typing import Optional, Sequence, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch.library import triton_op, wrap_triton
 
 from .availability import triton_interpreting
 
 BLOCK_N = 64  # tokens per tile of the K/V pass
 BLOCK_M = 64  # tokens per program of the Q pass
+GENERATOR_BLOCK_IN, GENERATOR_BLOCK_OUT, GENERATOR_TILES = 64, 64, 16  # the squeeze generator's launch
 PROGRAMS_PER_SM = 4  # K/V pass: split the tokens so that the grid fills the GPU this many times over
 CONV_KINDS = ('static', 'squeeze')
 OP_NAME = 'jetvit::linear_attention_triton'
@@ -71,30 +71,47 @@ def triton_linear_attention(
     """Same contract as :func:`~.linear_fused.fused_linear_attention` (forward only), in two kernel launches; with
     ``conv_weights`` (and the patch ``grid_size``) the kernels compute the static or squeeze conv term themselves
     (``conv`` must then be None)."""
-    static = fc1 = fc2 = fc2_bias = None
-    grid = (0, 0)
-    if conv_weights is not None:
-        if conv is not None or grid_size is None or conv_weights[0] not in CONV_KINDS:
-            raise ValueError(f'conv_weights ({", ".join(CONV_KINDS)}, weights...) takes the patch grid_size and no '
-                             f'precomputed conv; got {conv_weights[0]!r}, grid_size={grid_size}, conv given: '
-                             f'{conv is not None}')
-        grid = (int(grid_size[0]), int(grid_size[1]))
-        if conv_weights[0] == 'static':
-            static = conv_weights[1]
-        else:
-            fc1, fc2, fc2_bias = conv_weights[1:]
+    static, (fc1, fc2, fc2_bias), grid = conv_arguments(conv, conv_weights, grid_size)
     return torch.ops.jetvit.linear_attention_triton(qkv, table, conv, static, fc1, fc2, fc2_bias, num_heads,
                                                     num_prefix_tokens, eps, focusing, rotate_half, grid[0], grid[1])
 
 
-def _dynamic_kernels(sums: torch.Tensor, batch: int, head_dim: int, block_d: int, patches: int,
-                     generator: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The squeeze conv's per-image kernels ``[B, D * k * k]`` from the K/V pass's sums of V (``sums``:
-    ``[B * heads, block_d * (block_d + 2)]``) and the generator's weights (fc1, fc2, fc2's bias)."""
-    fc1, fc2, fc2_bias = generator
+def conv_arguments(conv: Optional[torch.Tensor], conv_weights: Optional[Tuple],
+                   grid_size: Optional[Tuple[int, int]]) -> Tuple[Optional[torch.Tensor], tuple, Tuple[int, int]]:
+    """``conv_weights`` (``('static', weight)``, ``('squeeze', fc1, fc2, fc2 bias)`` or None) as the launches take
+    them: the static kernel, the generator's three weights (or Nones) and the patch grid ((0, 0) without them)."""
+    if conv_weights is None:
+        return None, (None, None, None), (0, 0)
+    if conv is not None or grid_size is None or conv_weights[0] not in CONV_KINDS:
+        raise ValueError(f'conv_weights ({", ".join(CONV_KINDS)}, weights...) takes the patch grid_size and no '
+                         f'precomputed conv; got {conv_weights[0]!r}, grid_size={grid_size}, conv given: '
+                         f'{conv is not None}')
+    grid = (int(grid_size[0]), int(grid_size[1]))
+    if conv_weights[0] == 'static':
+        return conv_weights[1], (None, None, None), grid
+    return None, tuple(conv_weights[1:]), grid
+
+
+def _dynamic_kernels(kernels, sums: torch.Tensor, batch: int, dim: int, block_d: int, patches: int,
+                     generator: Sequence[torch.Tensor], flags: dict) -> torch.Tensor:
+    """The squeeze conv's per-image kernels ``[B, D * k * k]`` (fp32) from the K/V pass's sums of V (``sums``:
+    ``[B * heads, block_d * (block_d + 2)]``) and the generator's weights (fc1, fc2, fc2's bias): one small launch
+    (the mean, both Linears and the SiLU; a program per image and 1024 kernel rows)."""
+    fc1, fc2, fc2_bias = (t.contiguous() for t in generator)
+    hidden, out_rows = fc1.shape[0], fc2.shape[0]
+    kern = torch.empty(batch, out_rows, device=sums.device, dtype=torch.float32)
+    block_out, tiles = GENERATOR_BLOCK_OUT, GENERATOR_TILES
+    _launcher(kernels._generator)[(batch, -(-out_rows // (block_out * tiles)))](
+        sums, fc1, fc2, fc2_bias, kern, 1.0 / patches, dim, hidden, out_rows, HEADS=flags['HEADS'],
+        HEAD_DIM=flags['HEAD_DIM'], BLOCK_D=block_d, BLOCK_IN=GENERATOR_BLOCK_IN,
+        BLOCK_HID=max(16, 1 << (hidden - 1).bit_length()), BLOCK_OUT=block_out, OUT_TILES=tiles)
+    return kern
+
+
+def _v_mean(sums: torch.Tensor, batch: int, head_dim: int, block_d: int, patches: int) -> torch.Tensor:
+    """The mean of the patch tokens' V, ``[B, D]`` in fp32, from the K/V pass's sums (for the training backward)."""
     start = block_d * (block_d + 1)
-    mean = sums[:, start:start + head_dim].reshape(batch, -1) / patches  # [B, D], heads in order
-    return F.linear(F.silu(F.linear(mean.to(fc1.dtype), fc1)), fc2, fc2_bias)
+    return sums[:, start:start + head_dim].reshape(batch, -1) / patches  # heads in order
 
 
 @triton_op(OP_NAME, mutates_args=())
@@ -104,6 +121,19 @@ def _linear_attention_op(
         fc2_bias: Optional[torch.Tensor], num_heads: int, num_prefix_tokens: int, eps: float,
         focusing: Optional[float], rotate_half: bool, grid_h: int, grid_w: int) -> torch.Tensor:
     """The two launches (K/V pass, Q pass) and, for the squeeze conv, its generator between them."""
+    return launch_linear_attention(qkv, table, conv, static_kernel, (fc1_weight, fc2_weight, fc2_bias), num_heads,
+                                   num_prefix_tokens, eps, focusing, rotate_half, (grid_h, grid_w))[0]
+
+
+def launch_linear_attention(
+        qkv: torch.Tensor, table: Optional[torch.Tensor], conv: Optional[torch.Tensor],
+        static_kernel: Optional[torch.Tensor], generator: Sequence[Optional[torch.Tensor]], num_heads: int,
+        num_prefix_tokens: int, eps: float, focusing: Optional[float], rotate_half: bool,
+        grid: Tuple[int, int], keep_mean: bool = False
+) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """What the op computes (``generator``: fc1, fc2 and fc2's bias of the squeeze conv, or Nones), plus what the
+    training path's backward needs of the squeeze conv: its per-image kernels ``[B, D * k * k]`` and (with
+    ``keep_mean``) the mean of V they came from (``[B, D]``); None for the other convs."""
     kernels = _kernels()
     B, N, D3 = qkv.shape
     D = D3 // 3
@@ -116,10 +146,11 @@ def _linear_attention_op(
     splits = _splits(bh, tiles, qkv.device)
     per_split = -(-tiles // splits)
     splits = -(-tiles // per_split)
-    squeeze = fc1_weight is not None
+    squeeze = generator[0] is not None
     sums = torch.zeros(bh, block_d * (block_d + 2), device=qkv.device, dtype=torch.float32)  # S, z, sum of V
-    if table is not None:
-        table = table.to(device=qkv.device, dtype=torch.float32).contiguous()
+    if table is not None:  # read as fp32, or as bf16 for bf16 inputs if given so (half the bytes)
+        bf16_table = table.dtype == torch.bfloat16 and qkv.dtype == torch.bfloat16
+        table = table.to(device=qkv.device, dtype=torch.bfloat16 if bf16_table else torch.float32).contiguous()
     flags = dict(HEADS=num_heads, HEAD_DIM=head_dim, BLOCK_D=block_d, HAS_ROPE=table is not None,
                  ROTATE_HALF=rotate_half, FOCUS=focusing is not None, BF16=qkv.dtype == torch.bfloat16,
                  EMULATE=triton_interpreting())
@@ -129,9 +160,10 @@ def _linear_attention_op(
     _launcher(kernels._kv_state)[(bh, splits)](
         qkv, table if table is not None else dummy, sums, N, D, P, qkv.stride(0), qkv.stride(1), power, eps,
         BLOCK_N=BLOCK_N, TILES=per_split, V_SUM=squeeze, **flags)
-    kern, stride_kb, ksize = None, 0, 1
+    kern, mean, stride_kb, ksize = None, None, 0, 1
     if squeeze:
-        kern = _dynamic_kernels(sums, B, head_dim, block_d, grid_h * grid_w, (fc1_weight, fc2_weight, fc2_bias))
+        kern = _dynamic_kernels(kernels, sums, B, D, block_d, grid[0] * grid[1], generator, flags)
+        mean = _v_mean(sums, B, head_dim, block_d, grid[0] * grid[1]) if keep_mean else None
         ksize, stride_kb = math.isqrt(kern.shape[1] // D), kern.shape[1]
     elif static_kernel is not None:
         kern, ksize = static_kernel, static_kernel.shape[-1]  # one kernel for every image: batch stride 0
@@ -143,10 +175,10 @@ def _linear_attention_op(
     conv_strides = (conv.stride(0), conv.stride(1)) if conv is not None else (0, 0)
     _launcher(kernels._q_output)[(bh, -(-N // BLOCK_M))](
         qkv, table if table is not None else dummy, sums, conv if conv is not None else dummy,
-        kern if kern is not None else dummy, out, N, D, P, grid_h, grid_w, qkv.stride(0), qkv.stride(1),
+        kern if kern is not None else dummy, out, N, D, P, grid[0], grid[1], qkv.stride(0), qkv.stride(1),
         *conv_strides, stride_kb, out.stride(0), out.stride(1), power, eps, BLOCK_M=BLOCK_M,
         HAS_CONV=conv is not None, DEPTHWISE=kern is not None, KSIZE=ksize, **flags)
-    return out
+    return out, (kern if squeeze else None), mean
 
 
 @_linear_attention_op.register_fake

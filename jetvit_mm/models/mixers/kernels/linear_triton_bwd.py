@@ -3,12 +3,14 @@ Function that trains through the fused Triton kernels: forward :func:`~.linear_t
 backward three kernel launches (recompute ``S`` and ``z`` from K and V; Q's gradient with the partial ``dS``, ``dz``;
 K's and V's gradients). ReLU features only (FLatten's focused ReLU trains on the torch path)."""
 import importlib
+import math
 from typing import Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 
 from .availability import triton_interpreting
-from .linear_triton import BLOCK_N, _kernels, _splits, triton_linear_attention
+from .linear_triton import BLOCK_N, _kernels, _splits, conv_arguments, launch_linear_attention
 
 _loaded = {}
 
@@ -77,26 +79,90 @@ def linear_attention_backward(
     return dqkv
 
 
+def _conv_backward(grad: torch.Tensor, v: torch.Tensor, kernels: torch.Tensor,
+                   per_image: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The depthwise conv's backward (zero padding, same size) in fp32: the gradients of the values ``v``
+    (``[B, D, h, w]``) and of the kernels (``[B, D * k * k]`` per image, or one ``[D, 1, k, k]`` kernel) for the
+    output gradient ``grad`` (``[B, D, h, w]``), by ``aten.convolution_backward`` (no forward recomputed)."""
+    B, D, h, w = v.shape
+    k = math.isqrt(kernels[0].numel() // D) if per_image else kernels.shape[-1]
+    weight = kernels.float().reshape(-1, 1, k, k)
+    if per_image:  # images side by side as the channels of one image: one grouped conv, groups B * D
+        grad, v = grad.reshape(1, B * D, h, w), v.reshape(1, B * D, h, w)
+    d_v, d_weight, _ = torch.ops.aten.convolution_backward(
+        grad.float().contiguous(), v.float().contiguous(), weight, None, [1, 1], [k // 2, k // 2], [1, 1], False,
+        [0, 0], weight.shape[0], [True, True, False])
+    return d_v.reshape(B, D, h, w), d_weight.reshape(kernels.shape)
+
+
+def _generator_backward(d_kernels: torch.Tensor, mean: torch.Tensor,
+                        weights: Tuple[torch.Tensor, ...]) -> Tuple[torch.Tensor, ...]:
+    """The squeeze conv generator's backward (``fc2(silu(fc1(mean)))``, recomputed in fp32 from the saved mean of
+    V): the gradients of the mean and of fc1's weight, fc2's weight and fc2's bias."""
+    with torch.enable_grad():
+        leaves = [t.detach().float().requires_grad_() for t in (mean, *weights)]
+        kernels = F.linear(F.silu(F.linear(leaves[0], leaves[1])), leaves[2], leaves[3])
+        grads = torch.autograd.grad(kernels, leaves, d_kernels)
+    return tuple(g.to(t.dtype) for g, t in zip(grads, (mean, *weights)))
+
+
 class TritonLinearAttention(torch.autograd.Function):
     """The L core plus the conv term on the Triton kernels, with a Triton backward: gradients for ``qkv`` and the
-    conv term (the output's gradient on the patch rows); the RoPE table is a constant (none flows to it)."""
+    conv term; the RoPE table is a constant (none flows to it). The conv term is ``conv`` (computed beforehand: its
+    gradient is the output's on the patch rows), or the static kernel or the squeeze conv's generator weights, which
+    the forward kernels apply themselves (one pass less over the tokens than a conv beforehand) and the backward
+    differentiates with torch ops: the depthwise conv's backward, and for the squeeze conv the generator's (recomputed
+    from the saved mean of V, one row per image) and the mean's (spread over the patch tokens' V)."""
 
     @staticmethod
     def forward(ctx, qkv: torch.Tensor, table: Optional[torch.Tensor], conv: Optional[torch.Tensor], num_heads: int,
-                num_prefix_tokens: int, eps: float, rotate_half: bool) -> torch.Tensor:
-        ctx.save_for_backward(qkv, table)
-        ctx.options = (num_heads, num_prefix_tokens, eps, rotate_half)
+                num_prefix_tokens: int, eps: float, rotate_half: bool, grid_h: int = 0, grid_w: int = 0,
+                static: Optional[torch.Tensor] = None, fc1: Optional[torch.Tensor] = None,
+                fc2: Optional[torch.Tensor] = None, fc2_bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+        ctx.options = (num_heads, num_prefix_tokens, eps, rotate_half, (grid_h, grid_w))
         ctx.conv_dtype = None if conv is None else conv.dtype
-        return triton_linear_attention(qkv, table, conv, num_heads, num_prefix_tokens, eps, None, rotate_half)
+        with torch.autocast(device_type=qkv.device.type, enabled=False):  # the generator in its weights' dtype
+            out, kernels, mean = launch_linear_attention(qkv, table, conv, static, (fc1, fc2, fc2_bias), num_heads,
+                                                         num_prefix_tokens, eps, None, rotate_half, (grid_h, grid_w),
+                                                         keep_mean=True)
+        ctx.save_for_backward(qkv, table, static if kernels is None else kernels, mean, fc1, fc2, fc2_bias)
+        return out
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
-        qkv, table = ctx.saved_tensors
-        num_heads, prefix, eps, rotate_half = ctx.options
-        d_qkv = linear_attention_backward(qkv, table, grad, num_heads, eps, rotate_half) \
-            if ctx.needs_input_grad[0] else None
-        d_conv = grad[:, prefix:].to(ctx.conv_dtype) if ctx.needs_input_grad[2] else None
-        return d_qkv, None, d_conv, None, None, None, None
+        qkv, table, kernels, mean, fc1, fc2, fc2_bias = ctx.saved_tensors
+        num_heads, prefix, eps, rotate_half, grid = ctx.options
+        needs = ctx.needs_input_grad
+        d_qkv = linear_attention_backward(qkv, table, grad, num_heads, eps, rotate_half) if needs[0] else None
+        d_conv = grad[:, prefix:].to(ctx.conv_dtype) if needs[2] else None
+        d_static = d_generator = None
+        if kernels is not None:
+            with torch.autocast(device_type=qkv.device.type, enabled=False):
+                d_v, d_static, d_generator = _conv_term_backward(qkv, grad, kernels, mean, (fc1, fc2, fc2_bias),
+                                                                 prefix, grid)
+            if d_qkv is not None:
+                v_grad = d_qkv[:, prefix:, 2 * (qkv.shape[-1] // 3):]
+                v_grad.copy_(v_grad.float() + d_v)
+        d_fc = d_generator if d_generator is not None else (None, None, None)
+        return (d_qkv, None, d_conv, None, None, None, None, None, None, d_static if needs[9] else None,
+                *(g if need else None for g, need in zip(d_fc, needs[10:])))
+
+
+def _conv_term_backward(qkv: torch.Tensor, grad: torch.Tensor, kernels: torch.Tensor, mean: Optional[torch.Tensor],
+                        generator: Tuple[torch.Tensor, ...], prefix: int,
+                        grid: Tuple[int, int]) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[tuple]]:
+    """The backward of the conv term the forward kernels computed: the gradient of the patch tokens' V
+    (``[B, h * w, D]``, fp32), and of the static kernel or of the squeeze generator's weights (the other None)."""
+    B, N, D3 = qkv.shape
+    D, (h, w) = D3 // 3, grid
+    to_grid = lambda t: t.reshape(B, h, w, D).permute(0, 3, 1, 2)  # noqa: E731
+    squeeze = mean is not None
+    d_v, d_kernels = _conv_backward(to_grid(grad[:, prefix:]), to_grid(qkv[:, prefix:, 2 * D:]), kernels, squeeze)
+    d_v = d_v.flatten(2).transpose(1, 2)
+    if not squeeze:
+        return d_v, d_kernels.to(kernels.dtype), None
+    d_mean, *d_generator = _generator_backward(d_kernels, mean, generator)
+    return d_v + d_mean.float()[:, None, :] / (h * w), None, tuple(d_generator)
 
 
 def trainable_triton_linear_attention(
@@ -107,6 +173,12 @@ def trainable_triton_linear_attention(
         num_prefix_tokens: int,
         eps: float,
         rotate_half: bool = True,
+        conv_weights: Optional[tuple] = None,
+        grid_size: Optional[Tuple[int, int]] = None,
 ) -> torch.Tensor:
-    """:func:`~.linear_triton.triton_linear_attention` (ReLU features) that autograd can differentiate."""
-    return TritonLinearAttention.apply(qkv, table, conv, num_heads, num_prefix_tokens, eps, rotate_half)
+    """:func:`~.linear_triton.triton_linear_attention` (ReLU features) that autograd can differentiate, the static or
+    squeeze conv term from ``conv_weights`` (as there: ``('static', weight)`` or ``('squeeze', fc1, fc2, fc2 bias)``,
+    with the patch ``grid_size``) computed by the kernels, or ``conv`` computed beforehand."""
+    static, generator, grid = conv_arguments(conv, conv_weights, grid_size)
+    return TritonLinearAttention.apply(qkv, table, conv, num_heads, num_prefix_tokens, eps, rotate_half, *grid,
+                                       static, *generator)

@@ -2,8 +2,8 @@
 
 Per image and head: ``_kv_state`` reads K and V once and accumulates ``S = sum_j R_j phi(k_j) v_j^T``,
 ``z = sum_j phi(k_j)`` and (for the squeeze conv) the sum of the patch tokens' V in fp32; each token split adds its
-partial sums to one zeroed buffer with atomics (no reduction launch; the order of the splits' fp32 additions, and
-so the last bits, may vary between runs on a GPU). ``_q_output`` reads Q once and writes
+partial sums to one zeroed buffer with relaxed (unfenced) atomics (no reduction launch; the order of the splits' fp32
+additions, and so the last bits, may vary between runs on a GPU). ``_q_output`` reads Q once and writes
 ``R_i phi(q_i) S / (phi(q_i) z + eps)`` plus the conv term, heads merged: a depthwise ``k x k`` conv of V computed
 in place from V at the ``k * k`` shifted grid positions (zero padding, the prefix tokens skipped) with per-image
 (squeeze) or shared (static) kernels, or a conv term computed beforehand (token-dynamic).
@@ -87,15 +87,17 @@ def _kv_state(qkv, table, sums, N, D, P, stride_b, stride_n, power, eps,
             mate = tl.load(k_ptr + partner[None, :], mask=ok, other=0.0).to(tl.float32)
             mate = _feature(mate, ok, FOCUS, power, eps)
             t_ptr = table + rows[:, None] * (2 * HEAD_DIM) + cols[None, :]
-            sin = tl.load(t_ptr, mask=ok, other=0.0)
-            cos = tl.load(t_ptr + HEAD_DIM, mask=ok, other=0.0)
+            sin = tl.load(t_ptr, mask=ok, other=0.0).to(tl.float32)
+            cos = tl.load(t_ptr + HEAD_DIM, mask=ok, other=0.0).to(tl.float32)
             phi = phi * cos + mate * sin
         acc += _matmul(tl.trans(phi), v, BF16, EMULATE)
     base = sums + bh * BLOCK_D * (BLOCK_D + 2)  # per image and head: S, then z, then the sum of V
-    tl.atomic_add(base + cols[:, None] * BLOCK_D + cols[None, :], acc)
-    tl.atomic_add(base + BLOCK_D * BLOCK_D + cols, z_acc)
+    # relaxed: nothing in this launch reads the sums, so the additions need no memory fence (the default acq_rel
+    # fences every one of them); the Q pass, a later launch, sees them all
+    tl.atomic_add(base + cols[:, None] * BLOCK_D + cols[None, :], acc, sem='relaxed')
+    tl.atomic_add(base + BLOCK_D * BLOCK_D + cols, z_acc, sem='relaxed')
     if V_SUM:
-        tl.atomic_add(base + BLOCK_D * (BLOCK_D + 1) + cols, v_acc)
+        tl.atomic_add(base + BLOCK_D * (BLOCK_D + 1) + cols, v_acc, sem='relaxed')
 
 
 @triton.jit
@@ -147,7 +149,8 @@ def _q_output(qkv, table, sums, conv, kern, out, N, D, P, GH, GW, stride_b, stri
     if HAS_ROPE:
         mate = _feature(tl.load(q_ptr + partner[None, :], mask=ok, other=0.0).to(tl.float32), ok, FOCUS, power, eps)
         t_ptr = table + rows[:, None] * (2 * HEAD_DIM) + cols[None, :]
-        phi = phi * tl.load(t_ptr + HEAD_DIM, mask=ok, other=0.0) + mate * tl.load(t_ptr, mask=ok, other=0.0)
+        cos = tl.load(t_ptr + HEAD_DIM, mask=ok, other=0.0).to(tl.float32)
+        phi = phi * cos + mate * tl.load(t_ptr, mask=ok, other=0.0).to(tl.float32)
     s = tl.load(base + cols[:, None] * BLOCK_D + cols[None, :])
     o = _matmul(phi, s, BF16, EMULATE) / (denominator[:, None] + eps)
     if HAS_CONV:
@@ -161,3 +164,30 @@ def _q_output(qkv, table, sums, conv, kern, out, N, D, P, GH, GW, stride_b, stri
         o = _round_bf16(o)
     o_ptr = out + b * stride_ob + rows[:, None] * stride_on + h * HEAD_DIM + cols[None, :]
     tl.store(o_ptr, o.to(out.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _generator(sums, fc1, fc2, bias, kern, inv_patches, D: tl.constexpr, HIDDEN, OUT,
+               HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_IN: tl.constexpr,
+               BLOCK_HID: tl.constexpr, BLOCK_OUT: tl.constexpr, OUT_TILES: tl.constexpr):
+    """The squeeze conv's kernels of image ``program_id(0)``, ``OUT_TILES * BLOCK_OUT`` of them per program:
+    ``fc2 silu(fc1 mean) + bias`` in fp32, the mean of V read from the K/V pass's sums (per head: S, z, sum of V).
+    ``D`` is a compile-time constant: Triton 3.6's interpreter cannot loop over a range with a run-time bound."""
+    b = tl.program_id(0)
+    hid = tl.arange(0, BLOCK_HID)
+    hid_ok = hid < HIDDEN
+    acc = tl.zeros([BLOCK_HID], dtype=tl.float32)
+    for start in range(0, D, BLOCK_IN):
+        d = start + tl.arange(0, BLOCK_IN)
+        d_ok = d < D
+        v_sum = sums + (b * HEADS + d // HEAD_DIM) * (BLOCK_D * (BLOCK_D + 2)) + BLOCK_D * (BLOCK_D + 1) + d % HEAD_DIM
+        mean = tl.load(v_sum, mask=d_ok, other=0.0) * inv_patches
+        w1 = tl.load(fc1 + hid[:, None] * D + d[None, :], mask=hid_ok[:, None] & d_ok[None, :], other=0.0)
+        acc += tl.sum(w1.to(tl.float32) * mean[None, :], axis=1)
+    hidden = acc / (1.0 + tl.exp(-acc))  # SiLU
+    for t in range(OUT_TILES):
+        o = (tl.program_id(1) * OUT_TILES + t) * BLOCK_OUT + tl.arange(0, BLOCK_OUT)
+        o_ok = o < OUT
+        w2 = tl.load(fc2 + o[:, None] * HIDDEN + hid[None, :], mask=o_ok[:, None] & hid_ok[None, :], other=0.0)
+        value = tl.sum(w2.to(tl.float32) * hidden[None, :], axis=1)
+        tl.store(kern + b * OUT + o, value + tl.load(bias + o, mask=o_ok, other=0.0).to(tl.float32), mask=o_ok)

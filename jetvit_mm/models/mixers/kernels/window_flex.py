@@ -12,6 +12,7 @@ from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
+from ...caching import plain_tensors
 from ..rope import rotate_query_key
 from ..window_layout import window_blocks
 
@@ -23,12 +24,14 @@ _CACHE: Dict[tuple, object] = {}  # (builder name, *its arguments) -> what it bu
 @torch.compiler.disable
 def _build_eagerly(name: str, builder: Callable[..., object], *args) -> object:
     """``builder(*args)`` run eagerly (a graph break inside a caller's torch.compile, taken once per key) and kept in
-    ``_CACHE``; the oldest entry goes beyond ``CACHE_SIZE``."""
+    ``_CACHE``; the oldest entry goes beyond ``CACHE_SIZE``. Built as plain tensors (:func:`plain_tensors`): a
+    mask first built under ``inference_mode`` still serves a later backward."""
     key = (name, *args)
     if key not in _CACHE:
         while len(_CACHE) >= CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = builder(*args)
+        with plain_tensors():
+            _CACHE[key] = builder(*args)
     return _CACHE[key]
 
 
