@@ -259,7 +259,7 @@ def test_damaged_last_checkpoint_is_named(tmp_path, content, pattern):
 
 def test_safetensors_random_bytes_or_a_pickle_are_named(tmp_path):
     from jetvit_mm.models import JetViT
-    from jetvit_mm.models.checkpoints import read_checkpoint
+    from jetvit_mm.models.checkpoint import read as read_file
     noise = tmp_path / 'noise.safetensors'
     noise.write_bytes(torch.randint(0, 256, (4096, ), dtype=torch.uint8).numpy().tobytes())
     disguised = tmp_path / 'pickle.safetensors'
@@ -267,7 +267,7 @@ def test_safetensors_random_bytes_or_a_pickle_are_named(tmp_path):
     legacy = tmp_path / 'legacy_pickle.safetensors'
     with open(legacy, 'wb') as f:
         pickle.dump({'w': 1}, f, protocol=2)
-    for read in (read_checkpoint, lambda p: JetViT(**TINY, checkpoint=p)):
+    for read in (read_file, lambda p: JetViT(**TINY, checkpoint=p)):
         with pytest.raises(ValueError, match=r'noise\.safetensors is not a readable \.safetensors file'):
             read(noise)
         for path, kind in ((disguised, 'a zip archive'), (legacy, 'a pickle')):

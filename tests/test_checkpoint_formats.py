@@ -16,7 +16,7 @@ from safetensors.torch import save_file
 from transformers import Dinov2Config, Dinov2Model, DINOv3ViTConfig, DINOv3ViTModel
 
 from jetvit_mm.models.arch import SPEC_KEY
-from jetvit_mm.models.checkpoints import depth_head_state, read_checkpoint
+from jetvit_mm.models.checkpoint import depth_head_state, read
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.mixers import default_mixers
 
@@ -240,7 +240,7 @@ def test_hf_checkpoint_matches_hf_model(hf_model):
 def test_hf_and_official_files_of_same_weights_agree(hf_model, tmp_path):
     hf, path = hf_model
     model_name = 'dinov3_vits16plus' if hf.config.use_gated_mlp else 'dinov3_vits16'
-    torch.save(hf_to_official(read_checkpoint(path)[0]), tmp_path / 'official.pth')
+    torch.save(hf_to_official(read(path).state), tmp_path / 'official.pth')
     from_hf, from_official = jetvit(model_name, qkv_bias=True), jetvit(model_name, qkv_bias=True)
     assert from_hf.load_checkpoint(path) == 'hf_dinov3'
     assert from_official.load_checkpoint(tmp_path / 'official.pth') == 'dinov3_official'
@@ -258,7 +258,7 @@ def test_hf_dinov2_files_match_hf_model(tmp_path):
                           patch_size=14, image_size=518, layerscale_value=0.7)
     hf = randomise_(Dinov2Model(config), seed=4).eval()
     hf.save_pretrained(tmp_path)
-    hub = read_checkpoint(tmp_path / 'model.safetensors')[0]
+    hub = read(tmp_path / 'model.safetensors').state
     assert 'encoder.layer.0.attention.attention.query.weight' in hub and 'embeddings.position_embeddings' in hub
     torch.save(hf.state_dict(), tmp_path / 'in_memory.pth')
     for name in ('model.safetensors', 'in_memory.pth'):
@@ -329,7 +329,7 @@ def test_depth_anything_v2_backbone_loads_strictly(tmp_path):
     assert plain.load_checkpoint(tmp_path / 'dinov2.pth') == 'vit'
     assert torch.equal(features(plain, x), features(model, x))
     # the head part
-    head = depth_head_state(read_checkpoint(tmp_path / 'depth_anything_v2_vits.pth')[0])
+    head = depth_head_state(read(tmp_path / 'depth_anything_v2_vits.pth').state)
     expected_head = {k[len('depth_head.'):]: v for k, v in state.items() if k.startswith('depth_head.')}
     assert head.keys() == expected_head.keys() and all(torch.equal(head[k], v) for k, v in expected_head.items())
     with pytest.raises(ValueError, match='depth_head'):

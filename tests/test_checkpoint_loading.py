@@ -5,10 +5,8 @@ import pickle
 import pytest
 import torch
 from mmengine.logging import HistoryBuffer
-from mmengine.runner.checkpoint import CheckpointLoader
 
 from jetvit_mm.mm import load_local_checkpoint
-from jetvit_mm.mm.checkpoint import runner_checkpoint_loading
 from jetvit_mm.models.arch import SPEC_KEY
 
 
@@ -41,12 +39,26 @@ def test_arbitrary_globals_still_refused(tmp_path, payload):
         load_local_checkpoint(str(path))
 
 
-def test_runner_loading_routes_mmengine_local_loader_for_the_block_only():
-    before = CheckpointLoader._get_checkpoint_loader('work_dirs/x/iter_4.pth')
-    with runner_checkpoint_loading():
-        assert CheckpointLoader._get_checkpoint_loader('work_dirs/x/iter_4.pth') is load_local_checkpoint
-        assert CheckpointLoader._get_checkpoint_loader('https://x/y.pth') is not load_local_checkpoint
-    assert CheckpointLoader._get_checkpoint_loader('work_dirs/x/iter_4.pth') is before
+def test_runner_loads_through_the_core_reader(tmp_path):
+    """JetViTRunner's load (``load_from``, ``--resume``) reads with the core's read, not mmengine's loaders (left as
+    they are): a runner checkpoint with HistoryBuffers loads weights-only, its config text literal-only, its message
+    hub back as HistoryBuffers; a remote name is refused naming what it reads."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    from jetvit_mm.mm.runner import JetViTRunner
+
+    schemes = dict(CheckpointLoader._schemes)
+    buffer = HistoryBuffer()
+    buffer.update(2.0)
+    torch.save({'state_dict': {'weight': torch.ones(2, 2), 'bias': torch.zeros(2)}, 'message_hub': {'loss': buffer},
+                'meta': {'config': "a = 1\nimport os\n"}}, tmp_path / 'iter_1.pth')
+    runner = JetViTRunner(model=torch.nn.Linear(2, 2), work_dir=str(tmp_path / 'work'))
+    with pytest.warns(UserWarning, match='never run'):
+        loaded = runner.load_checkpoint(str(tmp_path / 'iter_1.pth'))
+    assert torch.equal(runner.model.weight, torch.ones(2, 2)) and loaded['meta']['config'] == 'a = 1\n'
+    assert loaded['message_hub']['loss'].mean() == 2.0 and CheckpointLoader._schemes == schemes
+    with pytest.raises(ValueError, match='local checkpoint files only'):
+        runner.load_checkpoint('https://example.com/iter_1.pth')
 
 
 def pickled_globals(path) -> list:
@@ -94,21 +106,22 @@ def test_missing_file_is_named(tmp_path):
 
 @pytest.mark.parametrize('payload', [_Exploit(), _AttributeGrab()], ids=['os.system', 'getattr'])
 def test_backbone_weight_reader_refuses_arbitrary_globals(tmp_path, payload):
-    """JetViT's checkpoint reader retries a refused file with the runner allow-list only: still weights-only."""
-    from jetvit_mm.models.checkpoints import read_checkpoint
+    """JetViT's checkpoint reader allows the runner's data types only: still weights-only."""
+    from jetvit_mm.models.checkpoint import read
     path = tmp_path / 'evil.pth'
     torch.save({'state_dict': {'w': torch.ones(1)}, 'x': payload}, path)
     with pytest.raises((pickle.UnpicklingError, RuntimeError)):
-        read_checkpoint(path)
+        read(path)
 
 
 def test_backbone_weight_reader_reads_runner_checkpoints(tmp_path):
-    from jetvit_mm.models.checkpoints import read_checkpoint
+    from jetvit_mm.models.checkpoint import read
     buffer = HistoryBuffer()
     buffer.update(1.0)
     torch.save({'meta': {'iter': 4}, 'state_dict': {'w': torch.ones(2)}, 'message_hub': {'loss': buffer}},
                tmp_path / 'iter_4.pth')
-    state, meta = read_checkpoint(tmp_path / 'iter_4.pth')
+    checkpoint = read(tmp_path / 'iter_4.pth')
+    state, meta = checkpoint.state, checkpoint.meta
     assert meta == {'iter': 4} and torch.equal(state['w'], torch.ones(2))
 
 
@@ -167,12 +180,12 @@ def test_supernet_lists_layers_it_lacks(tmp_path):
 
 def test_unreadable_file_is_named_with_the_reason(tmp_path):
     """A truncated checkpoint or a text file named .pth: an error naming the file, not torch's internals."""
-    from jetvit_mm.models.checkpoints import read_checkpoint
+    from jetvit_mm.models.checkpoint import read as read_file
     good = tmp_path / 'good.pth'
     torch.save({'state_dict': {'w': torch.zeros(4096)}}, good)
     (tmp_path / 'truncated.pth').write_bytes(good.read_bytes()[:2000])
     (tmp_path / 'text.pth').write_text('not a checkpoint')
     for name in ('truncated.pth', 'text.pth'):
-        for read in (load_local_checkpoint, read_checkpoint):
+        for read in (load_local_checkpoint, read_file):
             with pytest.raises(ValueError, match=f'{name} is not a readable torch checkpoint'):
                 read(str(tmp_path / name))

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from jetvit_mm.mm.checkpoint import allow_runner_checkpoint_types
-from jetvit_mm.mm.config_text import literal_assignments, literal_config_text
+from jetvit_mm.models.checkpoint.config_text import literal_assignments, literal_config_text
 from jetvit_mm.models.mixers import default_mixers
 
 from .conftest import REPO, run_tool
@@ -175,26 +175,28 @@ def test_no_text_field_runs_on_any_entry_point(runs, tmp_path):
 
 @pytest.mark.integration
 def test_no_text_field_runs_in_process(runs, tmp_path, monkeypatch):
-    """JetViT(checkpoint=), and, inside the loading jetvit_mm's runner and tools use (``runner_checkpoint_loading``),
-    mmengine's load_checkpoint, mmseg's init_model and MMSegInferencer with the config taken from the checkpoint (the
-    path where mmengine would execute the saved text). Outside it, importing the plugin leaves mmengine's own
-    behaviour alone (tests/test_plugin_import.py)."""
+    """JetViT(checkpoint=) and the core's read (what jetvit_mm's runner and tools load with), whose config text
+    (where mmengine would execute the saved text: Runner.resume, an inferencer given no config) builds the model
+    literal-only; mmengine's load_checkpoint and mmseg's init_model load the weights. Importing the plugin leaves
+    mmengine's own behaviour alone (tests/test_plugin_import.py)."""
     from mmengine.config import Config
     from mmengine.runner import load_checkpoint
     from mmseg.apis import MMSegInferencer, init_model
 
-    from jetvit_mm.mm.checkpoint import runner_checkpoint_loading
     from jetvit_mm.models import JetViT
+    from jetvit_mm.models.checkpoint import read
 
     markers = tmp_path / 'markers'
     probe = poison_text_fields(runs['probe'], tmp_path / 'probe_poisoned.pth', markers)
     monkeypatch.syspath_prepend(str(markers))
     backbone = Config.fromfile(str(PROBE)).model.backbone
     JetViT(**{k: v for k, v in backbone.items() if k not in ('type', 'checkpoint', 'frozen')}, checkpoint=probe)
-    with runner_checkpoint_loading():
-        model = init_model(str(PROBE), str(probe), device='cpu')
-        load_checkpoint(model, str(probe), map_location='cpu')
-        inferencer = MMSegInferencer(model=None, weights=str(probe), device='cpu')
+    model = init_model(str(PROBE), str(probe), device='cpu')
+    load_checkpoint(model, str(probe), map_location='cpu')
+    raw = read(probe).raw
+    for text in (raw['meta']['cfg'], raw['meta'].get('config', ''), raw['message_hub']['runtime_info']['cfg']):
+        Config.fromstring(text, '.py')
+    inferencer = MMSegInferencer(model=Config.fromstring(raw['meta']['cfg'], '.py'), weights=str(probe), device='cpu')
     assert inferencer.model.backbone.arch == backbone.arch  # built from the literal-only saved config
     assert EVIL_MODULE not in sys.modules
     assert_no_marker(markers)
@@ -205,7 +207,7 @@ def test_pickle_payloads_are_refused_everywhere(runs, tmp_path):
     from mmengine.runner import load_checkpoint
     from mmseg.apis import init_model
 
-    from jetvit_mm.models.checkpoints import read_checkpoint
+    from jetvit_mm.models.checkpoint import read
 
     markers = tmp_path / 'markers'
     markers.mkdir()
@@ -223,33 +225,12 @@ def test_pickle_payloads_are_refused_everywhere(runs, tmp_path):
         assert 'Weights only load failed' in proc.stderr or "refused by jetvit_mm's checkpoint loader" in proc.stderr, \
             proc.stderr[-2000:]
     with pytest.raises(Exception, match="(?i)weights only|refused by jetvit_mm's checkpoint loader"):
-        read_checkpoint(probe)
+        read(probe)
     with pytest.raises(Exception, match="(?i)weights only|refused by jetvit_mm's checkpoint loader"):
         init_model(str(PROBE), str(probe), device='cpu')
     with pytest.raises(Exception, match="(?i)weights only|refused by jetvit_mm's checkpoint loader"):
         load_checkpoint(torch.nn.Linear(1, 1), str(probe))
     assert_no_marker(markers)
-
-
-def test_every_mmengine_scheme_returns_literal_only_config_text(tmp_path):
-    """Checkpoints from mmengine's other schemes (http, ...) get the same treatment as local files."""
-    from mmengine.runner.checkpoint import CheckpointLoader
-
-    from jetvit_mm.mm.checkpoint import runner_checkpoint_loading
-
-    marker = tmp_path / 'ran'
-    text = f"model = dict(type='X')\n_x = {_code(marker)}\n"
-    CheckpointLoader.register_scheme(prefixes='jetvittest://', force=True,
-                                     loader=lambda filename, map_location=None: {'meta': {'config': text}})
-    before = dict(CheckpointLoader._schemes)
-    try:
-        with runner_checkpoint_loading():
-            with pytest.warns(UserWarning, match='never run'):
-                loaded = CheckpointLoader.load_checkpoint('jetvittest://x.pth')
-        assert loaded['meta']['config'] == "model = {'type': 'X'}\n"
-        assert CheckpointLoader._schemes == before  # mmengine's loaders put back after the block
-    finally:
-        CheckpointLoader._schemes.pop('jetvittest://', None)
 
 
 # ----------------------------------------------------------------------------- sharded (DCP) checkpoints
@@ -297,8 +278,7 @@ def test_dcp_metadata_payload_never_runs_on_a_plain_load(tmp_path):
     from mmengine.runner import load_checkpoint
 
     from jetvit_mm.mm import load_local_checkpoint
-    from jetvit_mm.mm.checkpoint import runner_checkpoint_loading
-    from jetvit_mm.models.checkpoints import UnsafeCheckpointError
+    from jetvit_mm.models.checkpoint import UnsafeCheckpointError, read
 
     markers = tmp_path / 'markers'
     markers.mkdir()
@@ -307,11 +287,7 @@ def test_dcp_metadata_payload_never_runs_on_a_plain_load(tmp_path):
     (tmp_path / 'iter_2.dcp' / '.metadata').write_bytes(dotted_global_payload(markers / 'metadata_ran'))
     refused = (r'iter_2\.dcp/\.metadata: refused the Python global '
                r'torch\.distributed\.checkpoint\.filesystem\.os\.system')
-    def runner_load():  # mmengine's loader as our runner (JetViTRunner.load_checkpoint) sets it up
-        with runner_checkpoint_loading():
-            load_checkpoint(torch.nn.Linear(1, 1), str(path))
-
-    for load in (lambda: load_local_checkpoint(str(path)), runner_load):
+    for load in (lambda: load_local_checkpoint(str(path)), lambda: read(path)):  # read: what JetViTRunner loads with
         with pytest.raises(Exception) as failed:
             load()
         assert_no_marker(markers)
@@ -380,7 +356,7 @@ def test_shards_are_covered_by_digests_in_the_pth(sharded_run, tmp_path):
     """A bit-rotted .distcp shard, or another checkpoint's .dcp directory beside the .pth, loaded silently with other
     weights."""
     from jetvit_mm.mm import load_local_checkpoint
-    from jetvit_mm.models.checkpoints import DamagedCheckpointError, read_checkpoint
+    from jetvit_mm.models.checkpoint import DamagedCheckpointError, read
 
     run = sharded_run['run']
     intact = load_local_checkpoint(str(run / 'iter_2.pth'))['state_dict']
@@ -389,7 +365,7 @@ def test_shards_are_covered_by_digests_in_the_pth(sharded_run, tmp_path):
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0x01
     shard.write_bytes(bytes(data))
-    for load in (lambda: load_local_checkpoint(str(path)), lambda: read_checkpoint(path)):
+    for load in (lambda: load_local_checkpoint(str(path)), lambda: read(path)):
         with pytest.raises(DamagedCheckpointError, match=rf'{re.escape(str(shard))} does not match the digest'):
             load()
     path = copy_sharded(run, 2, tmp_path / 'foreign')

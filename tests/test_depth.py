@@ -149,7 +149,6 @@ def test_depth_checkpoint_of_another_arch_is_refused_and_inherit_mlp_resets(tmp_
         JetViTDepthAnything(arch='FFFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
     exported = torch.load(export_mmseg_checkpoint(tmp_path / 'iter_1.pth', tmp_path / 'exported.pth'),
                           weights_only=True)
-    assert exported['meta']['jetvit_specs']['backbone']['arch'] == 'WWFF'
     assert ArchSpec.from_tensor(exported['state_dict'][f'backbone.{SPEC_KEY}']).arch == 'WWFF'
     loaded = JetViTDepthAnything(arch='WWFF', checkpoint=tmp_path / 'iter_1.pth', **TINY, **TINY_HEAD)
     assert torch.equal(loaded.backbone.blocks[0].attn.qkv.weight, source.backbone.blocks[0].attn.qkv.weight)

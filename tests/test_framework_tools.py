@@ -14,8 +14,8 @@ import mmseg
 import pytest
 import torch
 
-from jetvit_mm.models.arch import SPEC_META_KEY
-from jetvit_mm.models.checkpoints.integrity import DIGEST_META_KEY
+from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
+from jetvit_mm.models.checkpoint.integrity import DIGEST_META_KEY
 
 from .conftest import HANG_GUARD_S, REPO, run_tool
 
@@ -76,14 +76,15 @@ def trained(data, tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize('name', list(CASES))
 def test_framework_train_tool_writes_our_checkpoint(trained, name):
-    """Same state (every tensor equal), same arch spec meta, same digest; and the framework's file, like ours,
+    """Same state (every tensor equal, the arch spec in it), same digest; and the framework's file, like ours,
     loads with a plain weights-only ``torch.load`` (no allow-list, no loader of this project)."""
     ours, theirs = (torch.load(path, map_location='cpu', weights_only=True) for path in trained[name])
     assert ours['state_dict'].keys() == theirs['state_dict'].keys()
     differ = [k for k, v in ours['state_dict'].items() if not torch.equal(v, theirs['state_dict'][k])]
     assert not differ, differ[:8]
-    assert ours['meta'].get(SPEC_META_KEY), f'no arch spec in the meta of {trained[name][0]}'
-    assert theirs['meta'].get(SPEC_META_KEY) == ours['meta'][SPEC_META_KEY]
+    specs = [k for k in ours['state_dict'] if k.endswith(SPEC_KEY)]
+    assert specs, f'no arch spec in the state dict of {trained[name][0]}'
+    assert all(ArchSpec.from_tensor(ours['state_dict'][k]) for k in specs)
     assert ours['meta'].get(DIGEST_META_KEY), f'no digest in the meta of {trained[name][0]}'
     assert theirs['meta'].get(DIGEST_META_KEY) == ours['meta'][DIGEST_META_KEY]
 

@@ -13,7 +13,7 @@ import torch
 
 from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.mm.checkpoint import check_checkpoint_fits
-from jetvit_mm.models.checkpoints import strip_prefix
+from jetvit_mm.models.checkpoint import strip_prefix
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet
 

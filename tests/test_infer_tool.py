@@ -215,9 +215,9 @@ def test_exported_hybrid_with_head_carries_its_config(images, runner_checkpoint,
     from mmengine.config import Config
 
     from jetvit_mm.mm.checkpoint import load_local_checkpoint
-    from jetvit_mm.mm.config_text import literal_assignments
     from jetvit_mm.mm.export import export_hybrid
     from jetvit_mm.mm.search_runner import backbone_args
+    from jetvit_mm.models.checkpoint.config_text import literal_assignments
     from jetvit_mm.models.supernet import JetViTSupernet
 
     cfg = Config.fromfile(SEG)
@@ -372,14 +372,14 @@ def test_infer_reads_its_checkpoint_once_and_the_core_never_calls_up_into_the_ad
     from mmseg.apis import init_model
 
     import jetvit_mm.mm  # noqa: F401
-    from jetvit_mm.models.checkpoints import save_checkpoint
+    from jetvit_mm.models.checkpoint import save
 
     from .test_bad_input import load_tool
 
     cfg = Config.fromfile(str(SEG))
     torch.manual_seed(0)
     state = init_model(cfg, None, device='cpu').state_dict()
-    checkpoint = save_checkpoint({'state_dict': state, 'meta': {'cfg': cfg.pretty_text}}, tmp_path / 'probe.pth')
+    checkpoint = save({'state_dict': state, 'meta': {'cfg': cfg.pretty_text}}, tmp_path / 'probe.pth')
     image = tmp_path / 'img.png'
     cv2.imwrite(str(image), np.zeros((32, 48, 3), np.uint8))
     target, opened, upward = checkpoint.resolve(), [], set()

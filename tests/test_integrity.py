@@ -9,8 +9,8 @@ import torch
 
 from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.models import JetViT
-from jetvit_mm.models.checkpoints import DamagedCheckpointError, read_checkpoint, save_checkpoint, tensor_digest
-from jetvit_mm.models.checkpoints.integrity import DIGEST_META_KEY, atomic_write
+from jetvit_mm.models.checkpoint import DamagedCheckpointError, read, save, tensor_digest
+from jetvit_mm.models.checkpoint.integrity import DIGEST_META_KEY, atomic_write
 from jetvit_mm.models.mixers import default_mixers
 
 TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,
@@ -38,7 +38,7 @@ def backbone_checkpoint(path: Path, legacy: bool = False, digest: bool = True) -
     model = JetViT(**TINY)
     checkpoint = dict(state_dict=model.state_dict(), meta={})
     if digest:
-        save_checkpoint(checkpoint, path)
+        save(checkpoint, path)
         if legacy:  # the same content in torch's legacy format
             torch.save(checkpoint, path, _use_new_zipfile_serialization=False)
     else:
@@ -52,7 +52,7 @@ def test_zeroed_bytes_inside_a_tensor_record_are_refused_and_named(tmp_path):
     backbone_checkpoint(path, digest=False)  # no digest: the zip CRC alone catches it
     zero_bytes(path, record_data_offset(path, '/data/0') + 16)
     for load in (lambda: JetViT(**TINY, checkpoint=path), lambda: load_local_checkpoint(str(path)),
-                 lambda: read_checkpoint(path)):
+                 lambda: read(path).state):
         with pytest.raises(DamagedCheckpointError, match=r'damaged\.pth is damaged: its record .*data/0 fails'):
             load()
     # torch's own reader does not notice; a mapped read (for the meta only, tensors not read) checks the pickle's
@@ -95,14 +95,14 @@ def test_digest_covers_paths_dtypes_shapes_and_bytes():
 def test_stale_digest_is_refused(tmp_path):
     """A file whose tensors were changed and saved again without its digest updated (an edit, a bad merge)."""
     path = tmp_path / 'edited.pth'
-    checkpoint = save_checkpoint(dict(state_dict={'w': torch.zeros(3)}, meta={}), path) and torch.load(path)
+    checkpoint = save(dict(state_dict={'w': torch.zeros(3)}, meta={}), path) and torch.load(path)
     checkpoint['state_dict']['w'][0] = 1.
     torch.save(checkpoint, path)
     with pytest.raises(DamagedCheckpointError, match='edited.pth is damaged'):
-        read_checkpoint(path)
+        read(path)
     torch.save(dict(checkpoint, meta={DIGEST_META_KEY: 'md5:0'}), path)
     with pytest.raises(DamagedCheckpointError, match='not a sha256 digest'):
-        read_checkpoint(path)
+        read(path)
 
 
 def test_truncated_zip_is_refused_and_named(tmp_path):
@@ -179,6 +179,6 @@ def test_valid_safetensors_whose_header_length_reads_like_a_torch_file_load(tmp_
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     path = safetensors_starting_with(tmp_path / 'model.safetensors', state, head)
     assert path.read_bytes()[:2] == head
-    for loaded in (read_checkpoint(path)[0], ):
+    for loaded in (read(path).state, ):
         assert loaded.keys() == state.keys() and all(torch.equal(loaded[k], v) for k, v in state.items())
     JetViT(**TINY, checkpoint=path)

@@ -13,7 +13,7 @@ import torch
 from timm.models.eva import checkpoint_filter_fn as eva_filter
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter
 
-from jetvit_mm.models.checkpoints import to_jetvit_names
+from jetvit_mm.models.checkpoint import to_jetvit_names
 from jetvit_mm.models.depth_anything import JetViTDepthAnything
 from jetvit_mm.models.heads.dpt import dpt_preset
 from jetvit_mm.models.jetvit import JetViT

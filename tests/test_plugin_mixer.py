@@ -133,7 +133,7 @@ def test_plugin_runs_through_distillation_search_export_and_test_tool(tiny_citys
 
     from jetvit_mm.mm import load_local_checkpoint
     from jetvit_mm.models import JetViT
-    from jetvit_mm.models.arch import SPEC_META_KEY
+    from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 
     from .conftest import run_tool
     from .test_supernet import make_teacher_checkpoint
@@ -160,8 +160,9 @@ def test_plugin_runs_through_distillation_search_export_and_test_tool(tiny_citys
     assert len(records) == 1 + 12 and all(r['P'] == a.count('P') for a, r in records.items())  # P -> C, L or W
     assert sum(a.count('C') for a in records) == 4  # each layer's C candidate scored once
     assert json.loads((work / 'search_state.json').read_text())['stages']['1']['order'] == 'PCLW'
-    meta = load_local_checkpoint(str(work / f'hybrid_{best}_with_head.pth'))['meta']
-    assert meta[SPEC_META_KEY]['backbone']['mixers']['P'] == {'type': 'PooledAttention', 'pool_size': 2}
+    state = load_local_checkpoint(str(work / f'hybrid_{best}_with_head.pth'))['state_dict']
+    spec = ArchSpec.from_tensor(state[f'backbone.{SPEC_KEY}'])
+    assert spec.mixers['P'] == {'type': 'PooledAttention', 'pool_size': 2}
     out = tmp_path / 'metrics.json'
     run_tool('test.py', seg, work / f'hybrid_{best}_with_head.pth', '--work-dir', tmp_path / 'test', '--out', out,
              '--cfg-options', f'model.backbone.arch={best}', data[2], env=env)

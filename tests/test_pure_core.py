@@ -39,7 +39,7 @@ from jetvit_mm.benchmark import count_flops
 from jetvit_mm.depth import ScaleShiftInvariantLoss, affine_invariant_errors
 from jetvit_mm.distill import distill_loss
 from jetvit_mm.models import JetViT
-from jetvit_mm.models.checkpoints import UnsafeCheckpointError
+from jetvit_mm.models.checkpoint import UnsafeCheckpointError
 from jetvit_mm.models.supernet import JetViTSupernet
 from jetvit_mm.search import search_step1
 from jetvit_mm.search.run import SearchSettings
@@ -164,7 +164,7 @@ def test_import_graph_has_no_cycle():
         cycle = visit(module)
         assert cycle is None, ' -> '.join(cycle)
     # the check can find one: the old lazy import of jetvit_mm.mm.checkpoint from the core's io.py was one
-    edges['jetvit_mm.models.checkpoints.io'].add('jetvit_mm.mm.checkpoint')
+    edges['jetvit_mm.models.checkpoint.io'].add('jetvit_mm.mm.checkpoint')
     done.clear()
     assert any(visit(m) for m in sorted(edges))
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from jetvit_mm.models.checkpoints import DamagedCheckpointError, save_checkpoint
+from jetvit_mm.models.checkpoint import DamagedCheckpointError, save
 
 from .conftest import REPO, run_tool
 from .test_integrity import record_data_offset
@@ -63,12 +63,12 @@ def checkpoints(tmp_path_factory) -> dict:
     from jetvit_mm.models.supernet import JetViTSupernet
 
     root = tmp_path_factory.mktemp('tampered')
-    probe = save_checkpoint({'state_dict': _build(SEG).state_dict(), 'meta': {}}, root / 'probe.pth')
+    probe = save({'state_dict': _build(SEG).state_dict(), 'meta': {}}, root / 'probe.pth')
     args = backbone_args(Config.fromfile(str(SEG)))
     student, teacher = JetViTSupernet(search_space='LW', **args), JetViT(**args)
     state = {**{f'student.{k}': v for k, v in student.state_dict().items()},
              **{f'teacher.{k}': v for k, v in teacher.state_dict().items()}}
-    supernet = save_checkpoint({'state_dict': state, 'meta': {}}, root / 'supernet.pth')
+    supernet = save({'state_dict': state, 'meta': {}}, root / 'supernet.pth')
     return dict(root=root, probe=probe, supernet=supernet,
                 probe_flipped=flip_a_tensor_byte(probe, root / 'probe_flipped.pth'),
                 supernet_flipped=flip_a_tensor_byte(supernet, root / 'supernet_flipped.pth'))

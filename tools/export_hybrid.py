@@ -9,7 +9,6 @@ import argparse
 from mmengine.config import DictAction
 
 from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs
-from jetvit_mm.mm.checkpoint import runner_checkpoint_loading
 from jetvit_mm.mm.export import export_from_checkpoint
 from jetvit_mm.mm.launch import read_config
 from jetvit_mm.mm.search_runner import declared_letters
@@ -33,9 +32,8 @@ def main(argv=None) -> dict:
     check_outputs(parser, args, dirs=('out_dir', ))
     cfg = read_config(args.config, args.cfg_options)  # a plugin's mixers imported
     check_arch_letters(parser, '--arch', args.arch, declared_letters(cfg))
-    with runner_checkpoint_loading():  # mmengine's loaders as the runner sets them, for the export only
-        paths = export_from_checkpoint(cfg, args.checkpoint, args.arch, args.out_dir, args.head_checkpoint,
-                                       args.distill_config)
+    paths = export_from_checkpoint(cfg, args.checkpoint, args.arch, args.out_dir, args.head_checkpoint,
+                                   args.distill_config)
     for kind, path in paths.items():
         print(f'{kind}: {path}')
     return paths

@@ -7,19 +7,12 @@ Importing it registers every jetvit_mm type (see :mod:`jetvit_mm.mm.registry`)::
 Importing it leaves mmengine's checkpoint loaders as they are; it adds to torch's weights-only allow-list the data
 types a checkpoint of mmengine's runner holds (:func:`~jetvit_mm.mm.checkpoint.allow_runner_checkpoint_types`:
 ``HistoryBuffer``, numpy values; nothing that runs code), so that the frameworks' clients (``init_model``,
-``MMSegInferencer``, ``init_detector``, ``DetInferencer``) load a checkpoint of any config that imports the plugin.
-The runner the configs name (:class:`~jetvit_mm.mm.runner.JetViTRunner`, ``configs/_base_``) loads its
-checkpoints safely (:mod:`jetvit_mm.mm.checkpoint`), and this project's readers (``JetViT(checkpoint=...)``) learn
-runner checkpoints here.
+``MMSegInferencer``, ``init_detector``, ``DetInferencer``) and the core's reader (``JetViT(checkpoint=...)``) load a
+checkpoint of any config that imports the plugin. The runner the configs name (:class:`~jetvit_mm.mm.runner.
+JetViTRunner`, ``configs/_base_``) reads its checkpoints with the core's reader.
 """
 from .backbones import JetViT, JetViTSupernet
-from .checkpoint import (
-    allow_runner_checkpoint_types,
-    check_checkpoint_fits,
-    enable_runner_checkpoint_loading,
-    load_local_checkpoint,
-    register_runner_readers,
-)
+from .checkpoint import allow_runner_checkpoint_types, check_checkpoint_fits, load_local_checkpoint
 from .depth import (
     AffineInvariantDepthMetric,
     CityscapesDepthDataset,
@@ -37,7 +30,7 @@ from .depth import (
 from .distiller import FeatureDistiller
 from .fsdp import FSDP2Runner, FSDP2Wrapper
 from .fsdp_checkpoint import FSDP2CheckpointHook
-from .hooks import ArchSpecHook, CheckpointDigestHook, PlainCheckpointHook, SupernetSamplerHook
+from .hooks import CheckpointDigestHook, PlainCheckpointHook, SupernetSamplerHook
 from .mixers import mirror_mixers
 from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
@@ -46,14 +39,13 @@ from .runner import JetViTRunner
 from .search_loop import JetViTSearchLoop
 from .seg_heads import LinearProbeHead
 
-register_runner_readers()  # jetvit_mm's own readers
 allow_runner_checkpoint_types()  # the frameworks' clients: an mmengine runner checkpoint's data types, nothing more
 
-__all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CheckpointDigestHook', 'CityscapesDepthDataset',
+__all__ = ['AffineInvariantDepthMetric', 'CheckpointDigestHook', 'CityscapesDepthDataset',
            'DA2KDataset', 'DA2KMetric', 'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize',
            'FSDP2CheckpointHook', 'FSDP2Runner', 'FSDP2Wrapper', 'FeatureDistiller', 'JetViT', 'JetViTRunner',
            'JetViTSearchLoop', 'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor',
            'LinearProbeHead', 'LoadZeroShotDepth', 'PlainCheckpointHook', 'PseudoLabelDepthEstimator',
            'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid', 'SintelDepthDataset', 'SupernetSamplerHook',
-           'allow_runner_checkpoint_types', 'check_checkpoint_fits', 'enable_runner_checkpoint_loading',
-           'load_local_checkpoint', 'mirror_mixers', 'registered_types']
+           'allow_runner_checkpoint_types', 'check_checkpoint_fits', 'load_local_checkpoint', 'mirror_mixers',
+           'registered_types']

@@ -1,54 +1,34 @@
-"""Loading the runner's own checkpoints on torch >= 2.6 without turning off safe loading.
+"""The adapter's side of checkpoints: what an mmengine runner checkpoint holds beyond weights, read safely.
 
-torch >= 2.6 unpickles ``torch.load`` files with the weights-only unpickler by default. mmengine
-0.10.7 writes checkpoints whose ``message_hub`` holds :class:`~mmengine.logging.HistoryBuffer`
-objects (numpy arrays inside, and bound statistics methods pickled as ``getattr(HistoryBuffer,
-'mean')``), so ``--resume``, ``load_from`` and ``tools/test.py CONFIG CKPT`` fail with
-"Weights only load failed".
+Reading is the core's (:func:`jetvit_mm.models.checkpoint.read`: weights-only, checked, config text literal-only).
+mmengine 0.10.7 writes checkpoints whose ``message_hub`` holds :class:`~mmengine.logging.HistoryBuffer` objects
+(numpy arrays inside, and bound statistics methods pickled as ``getattr(HistoryBuffer, 'mean')``); importing
+:mod:`jetvit_mm.mm` adds exactly those data types to torch's weights-only allow-list
+(:func:`allow_runner_checkpoint_types`), so that the core's read and the frameworks' clients (mmseg's
+``init_model``, the inferencers, through mmengine's unchanged loader) load them, still weights-only. Checkpoints this
+project's runner writes hold none of them (:func:`plain_message_hub`); older ones do.
 
-This module is the project's one mechanism for that. :func:`load_local_checkpoint` still uses
-``weights_only=True`` for *every* file, external weights included, and only widens the allow-list by the data
-types a runner checkpoint contains: ``HistoryBuffer``, numpy arrays/scalars/dtypes, and a ``getattr`` that resolves
-nothing but ``HistoryBuffer``'s registered statistics methods. Nothing else becomes loadable: a pickle that names
-any other global is still refused by torch. (Checkpoints this project's runner writes now hold none of these:
-:class:`~jetvit_mm.mm.hooks.PlainCheckpointHook`; older ones do.)
-
-The config text a runner checkpoint carries is never executed: mmengine's ``Runner.resume`` runs it through
-``Config.fromstring``, so every checkpoint loaded here has it replaced by its literal assignments only
-(:mod:`jetvit_mm.mm.config_text`).
-
-It applies only where this project asks for it. Importing :mod:`jetvit_mm.mm` changes no loader of mmengine: it
-teaches this project's own readers (``JetViT(checkpoint=...)``) runner checkpoints (:func:`register_runner_readers`).
-The runner the configs name (:class:`~jetvit_mm.mm.runner.JetViTRunner`) loads ``load_from`` and resumed checkpoints
-inside :func:`runner_checkpoint_loading`, which puts mmengine's loaders back when the load ends; this project's
-command-line tools that load through mmengine outside a runner call :func:`enable_runner_checkpoint_loading`.
+Here too: the fit of a checkpoint to a whole model (:func:`check_fits`), and the config a checkpoint carries
+(:func:`config_of_checkpoint`, read literal-only, never run).
 """
-import collections
-import contextlib
-import functools
-import os.path as osp
+import copy
 import pickle
-import re
-from typing import Any, Callable, Iterator, List, Tuple, Union
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
+from mmengine.config import Config
 from mmengine.logging import HistoryBuffer
-from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
 from jetvit_mm.models.arch import SPEC_KEY, check_spec, spec_from_state
-from jetvit_mm.models.checkpoints import (
-    register_fallback_loader,
-    strip_wrapper_prefix,
-)
-from jetvit_mm.models.checkpoints.io import UnsafeCheckpointError, torch_load
+from jetvit_mm.models.checkpoint import read, strip_wrapper_prefix
+from jetvit_mm.models.checkpoint.config_text import literal_assignments, literal_text
 
-from .config_text import neutralise_config_text
-
-__all__ = ['allow_runner_checkpoint_types', 'check_checkpoint_fits', 'check_fits', 'enable_runner_checkpoint_loading',
-           'load_local_checkpoint', 'load_weights', 'refusal_message', 'register_runner_readers',
-           'runner_checkpoint_loading', 'runner_safe_globals']
+__all__ = ['allow_runner_checkpoint_types', 'check_checkpoint_fits', 'check_fits', 'config_of_checkpoint',
+           'export_config_text', 'load_local_checkpoint', 'load_weights', 'plain_message_hub', 'restore_message_hub',
+           'runner_safe_globals', 'saved_model_config', 'without_backbone_checkpoint']
 
 _BUILTIN_STATISTICS = frozenset({'min', 'max', 'current', 'mean'})
 
@@ -89,96 +69,16 @@ def allow_runner_checkpoint_types() -> None:
 
 
 def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = False) -> Any:
-    """Load a local checkpoint with ``weights_only=True`` and the runner's data types allowed; the config text it
-    carries is made literal-only (:func:`~jetvit_mm.mm.config_text.neutralise_config_text`), so nothing downstream
-    can execute it.
-
-    ``mmap=True`` maps the tensors instead of reading them (cheap when only ``meta`` is wanted).
-    """
-    filename = osp.expanduser(filename)
-    if not osp.isfile(filename):
-        raise FileNotFoundError(f'{filename} can not be found.')
+    """The object a checkpoint file holds, read by :func:`~jetvit_mm.models.checkpoint.read` with the runner's data
+    types allowed (``map_location``: kept for mmengine's loader signature; tensors load to the CPU)."""
     allow_runner_checkpoint_types()
-    try:
-        checkpoint = torch_load(filename, map_location=map_location, weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as refused:
-        raise UnsafeCheckpointError(refusal_message(filename, refused)) from None
-    from .fsdp_checkpoint import fill_sharded_state  # FSDP2 'sharded' mode: the weights sit in a DCP directory
-    return fill_sharded_state(neutralise_config_text(checkpoint), filename)
-
-
-def refusal_message(filename: str, refused: Exception) -> str:
-    """What a user reads when this project's loader (its runner and tools, also under mmseg's and mmdet's own
-    ``tools/train.py`` / ``tools/test.py`` on its configs) refuses a file: which object was refused, that this stays
-    so, and what to do instead."""
-    found = re.search(r'GLOBAL ([\w.]+)', str(refused))
-    reason = f'it names the Python global {found.group(1)}' if found else f'{type(refused).__name__}: {refused}'
-    return (f'{filename} was refused by jetvit_mm\'s checkpoint loader (the runner and tools of jetvit_mm\'s '
-            f'configs; torch.load with weights_only=True, allowing only the data types of mmengine runner '
-            f'checkpoints): {reason}. The file holds a Python object that is not checkpoint data, '
-            f'and it stays refused: there is no setting that turns safe loading off. Checkpoints written by jetvit_mm '
-            f'(tools/train.py, tools/export_hybrid.py) and published weights (.pth state dicts, .safetensors) load '
-            f'as they are; a file from another tool that you trust can be re-saved as a plain state dict '
-            f'(torch.save(model.state_dict(), ...)) or as .safetensors, and loaded from there')
-
-
-def _without_config_code(loader: Callable) -> Callable:
-    """``loader`` (one of mmengine's checkpoint schemes: http, ceph, ...) with the config text of what it loads made
-    literal-only, as :func:`load_local_checkpoint` does for local files."""
-    if getattr(loader, 'jetvit_neutralised', False):
-        return loader
-
-    @functools.wraps(loader)
-    def load(*args: Any, **kwargs: Any) -> Any:
-        return neutralise_config_text(loader(*args, **kwargs))
-
-    load.jetvit_neutralised = True
-    return load
-
-
-def _load_runner_checkpoint(path: str) -> Any:
-    return load_local_checkpoint(path, map_location='cpu')
-
-
-def register_runner_readers() -> None:
-    """Teach this project's pure readers (``JetViT(checkpoint=...)``) runner checkpoints: the loader of what torch's
-    default allow-list refuses (a sharded FSDP2 checkpoint's directory among them). Done when :mod:`jetvit_mm.mm` is
-    imported."""
-    register_fallback_loader(_load_runner_checkpoint)
-
-
-def enable_runner_checkpoint_loading() -> None:
-    """Make mmengine load local checkpoints through :func:`load_local_checkpoint`, and make every other scheme it
-    knows (http, ...) hand back checkpoints whose config text cannot run, for the rest of the process.
-
-    For this project's command-line tools that load through mmengine outside a runner (``tools/search.py``,
-    ``tools/export_hybrid.py``); never called at import. Calling it again is harmless. For a block only:
-    :func:`runner_checkpoint_loading`.
-    """
-    for prefix, loader in list(CheckpointLoader._schemes.items()):
-        if prefix:
-            CheckpointLoader.register_scheme(prefixes=prefix, loader=_without_config_code(loader), force=True)
-    CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
-    register_runner_readers()
-
-
-@contextlib.contextmanager
-def runner_checkpoint_loading() -> Iterator[None]:
-    """mmengine's checkpoint loaders as :func:`enable_runner_checkpoint_loading` sets them, for the block only, put
-    back as they were when it ends, on success and on error (what :class:`~jetvit_mm.mm.runner.JetViTRunner` loads
-    ``load_from`` and resumed checkpoints in)."""
-    saved = collections.OrderedDict(CheckpointLoader._schemes)
-    try:
-        enable_runner_checkpoint_loading()
-        yield
-    finally:
-        CheckpointLoader._schemes = saved
+    return read(filename, mmap=mmap).raw
 
 
 def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> None:
     """:func:`check_fits` of the checkpoint ``filename``, reading only its pickle (mapped): for a load that follows
     elsewhere (the runner's ``load_from``), which checks the rest."""
-    check_fits(model, load_local_checkpoint(filename, map_location='cpu', mmap=True), filename, config_name)
+    check_fits(model, read(filename, mmap=True).raw, filename, config_name)
 
 
 def load_weights(model: nn.Module, checkpoint: Any, filename: str, config_name: str) -> None:
@@ -230,3 +130,111 @@ def check_fits(model: nn.Module, raw: Any, filename: str, config_name: str) -> N
                          + (f'{len(missing)} missing key(s) {missing[:8]}' if missing else '')
                          + ('; ' if missing and shapes else '')
                          + (f'{len(shapes)} mis-shaped (checkpoint vs model) {shapes[:8]}' if shapes else ''))
+
+
+def saved_model_config(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """``model`` of the config text mmengine's runner saves in a checkpoint's meta (literal-only), or None."""
+    text = meta.get('cfg')
+    if not isinstance(text, str):
+        return None
+    model = literal_assignments(text).get('model')
+    if not isinstance(model, dict):
+        warnings.warn('the checkpoint\'s saved config names no literal model: its arch is not checked', stacklevel=3)
+        return None
+    return model
+
+
+PLAIN_BUFFER = 'history_buffer'  # the key marking a HistoryBuffer written as plain data
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays (in dicts, lists, tuples) as Python numbers and lists."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return type(value)((k, _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def plain_message_hub(checkpoint: Dict[str, Any]) -> None:
+    """Turn the ``message_hub`` of a checkpoint about to be saved into plain data, in place: each
+    :class:`~mmengine.logging.HistoryBuffer` into ``{'history_buffer': True, 'log_history': [...],
+    'count_history': [...], 'max_length': n}``, numpy values into Python numbers. torch's weights-only unpickler
+    then reads the file as it is; :func:`restore_message_hub` turns it back when a run resumes."""
+    hub = checkpoint.get('message_hub')
+    if not isinstance(hub, dict):
+        return
+    scalars = hub.get('log_scalars')
+    if isinstance(scalars, dict):
+        hub['log_scalars'] = type(scalars)(
+            (key, {PLAIN_BUFFER: True, 'log_history': _plain(buf._log_history),
+                   'count_history': _plain(buf._count_history), 'max_length': int(buf.max_length)})
+            if isinstance(buf, HistoryBuffer) else (key, buf) for key, buf in scalars.items())
+    if isinstance(hub.get('runtime_info'), dict):
+        hub['runtime_info'] = _plain(hub['runtime_info'])
+
+
+def restore_message_hub(checkpoint: Dict[str, Any]) -> None:
+    """The inverse of :func:`plain_message_hub`, in place, for mmengine's ``MessageHub.load_state_dict`` (a
+    checkpoint written with HistoryBuffer objects is left as it is)."""
+    hub = checkpoint.get('message_hub') if isinstance(checkpoint, dict) else None
+    scalars = hub.get('log_scalars') if isinstance(hub, dict) else None
+    if not isinstance(scalars, dict):
+        return
+    for key, buf in scalars.items():
+        if isinstance(buf, dict) and buf.get(PLAIN_BUFFER) is True:
+            scalars[key] = HistoryBuffer(buf['log_history'], buf['count_history'], buf['max_length'])
+
+
+def config_of_checkpoint(filename: str, raw: Optional[Dict[str, Any]] = None) -> Config:
+    """The config saved in ``filename``'s ``meta['cfg']`` (``raw``: the checkpoint read already), read without
+    running it; ValueError naming the ``CONFIG CHECKPOINT`` form when the checkpoint holds none (or none with a
+    literal ``model``)."""
+    if raw is None:
+        raw = read(filename, mmap=True).raw
+    meta = raw.get('meta') if isinstance(raw, dict) else None
+    text = meta.get('cfg') if isinstance(meta, dict) else None
+    values = literal_assignments(text) if isinstance(text, str) else {}
+    if not isinstance(values.get('model'), dict):
+        found = 'no config text (meta["cfg"])' if not isinstance(text, str) else \
+            'config text (meta["cfg"]) without a literal `model = dict(...)`'
+        raise ValueError(f'{filename} holds {found}, so it cannot be run on its own: give its config too, '
+                         f'tools/infer.py CONFIG CHECKPOINT IMAGES... (checkpoints of tools/train.py and the '
+                         f'_with_head.pth of tools/export_hybrid.py carry their config)')
+    values.pop('_base_', None)
+    return without_backbone_checkpoint(Config(values, cfg_text=literal_text(values), filename=str(filename)))
+
+
+def without_backbone_checkpoint(cfg: Config) -> Config:
+    """A copy of ``cfg`` whose backbone loads no weights file of its own (``model.backbone.checkpoint=None``):
+    the model's weights come from the checkpoint it is run with, and the saved path may not exist here."""
+    cfg = copy.deepcopy(cfg)
+    backbone = cfg.model.get('backbone')
+    if isinstance(backbone, dict) and backbone.get('checkpoint') is not None:
+        backbone['checkpoint'] = None
+    return cfg
+
+
+def export_config_text(cfg: Config, arch: str, build_args: Dict[str, Any]) -> Optional[str]:
+    """The literal text of downstream config ``cfg`` with its backbone the exported JetViT (``arch``, built with
+    the supernet's ``build_args``, no weights file of its own), for ``meta['cfg']`` of an exported checkpoint; None
+    (with a warning) when ``cfg`` holds values that are not literals, or no ``model.backbone``."""
+    values = cfg.to_dict()
+    backbone = (values.get('model') or {}).get('backbone')
+    if not isinstance(backbone, dict):
+        warnings.warn(f'{cfg.filename} has no model.backbone: the exported checkpoint holds no config', stacklevel=2)
+        return None
+    for key in ('search_space', 'step1_arch'):  # a supernet backbone's: the export is one arch
+        backbone.pop(key, None)
+    backbone.update(build_args, type='JetViT', arch=arch, checkpoint=None)
+    values.pop('_base_', None)
+    try:
+        return literal_text(values)
+    except TypeError as error:
+        warnings.warn(f'{cfg.filename} holds a value that is not a config literal ({error}): the exported checkpoint '
+                      f'holds no config; run it with its config (tools/infer.py CONFIG CHECKPOINT ...)', stacklevel=2)
+        return None

@@ -9,6 +9,7 @@ from mmengine.model import BaseModel
 from jetvit_mm.distill import get_loss
 from jetvit_mm.distill.distiller import Distiller
 from jetvit_mm.distill.fsdp2 import meta_parameters, own_init_modules
+from jetvit_mm.models.checkpoint import fit, read
 from jetvit_mm.models.jetvit import JetViT
 
 from .registry import MODELS
@@ -73,10 +74,10 @@ class FeatureDistiller(BaseModel):
         if teacher_ckpt is None:
             raise ValueError('meta-device construction loads the weights from checkpoints: set '
                              'model.teacher.checkpoint')
-        teacher, _ = self.teacher.checkpoint_state(teacher_ckpt, mmap=True)
+        teacher = fit(self.teacher, read(teacher_ckpt, mmap=True), load=False)
         teacher = {**{k: v for k, v in self.teacher.state_dict().items() if not v.is_meta}, **teacher}
         if student_ckpt is not None:
-            student, _ = self.student.checkpoint_state(student_ckpt, mmap=True)
+            student = fit(self.student, read(student_ckpt, mmap=True), load=False)
         elif getattr(self.student, 'inherit', 'all') == 'mlp':
             raise ValueError('meta-device construction: the student\'s inherit=\'mlp\' re-initialises q/k/v/o at '
                              'random; use inherit=\'all\' or the non-meta path (model_wrapper_cfg.meta_init=False)')

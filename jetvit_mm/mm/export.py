@@ -4,12 +4,11 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from mmengine.config import Config
 
-from jetvit_mm.models.arch import SPEC_KEY, SPEC_META_KEY, ArchSpec
-from jetvit_mm.models.checkpoints.integrity import atomic_write, save_checkpoint
+from jetvit_mm.models.checkpoint import read, save
+from jetvit_mm.models.checkpoint.integrity import atomic_write
 from jetvit_mm.models.supernet import JetViTSupernet
 
-from .checkpoint import load_local_checkpoint
-from .saved_config import export_config_text
+from .checkpoint import export_config_text
 from .search_runner import build_downstream_model, load_downstream_heads, load_supernet
 
 # the student's training switches that a fine-tuning keeps from the distillation config
@@ -32,10 +31,9 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
     if distill_config is not None:
         check_distill_teacher(Path(distill_config), build_args['model_name'])
     state = supernet.subnet_state_dict(arch)  # checks the arch; holds the subnet's spec
-    spec = ArchSpec.from_tensor(state[SPEC_KEY]).to_dict()
     full, head_meta, cfg_text = None, {}, None
     if head_checkpoint is not None:  # read every input before anything is written
-        full = load_local_checkpoint(head_checkpoint, map_location='cpu')
+        full = read(head_checkpoint).raw
         head_meta = full.get('meta') if isinstance(full.get('meta'), dict) else {}
         full = full.get('state_dict', full)
         if downstream_cfg is not None:
@@ -43,18 +41,18 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {'backbone': out_dir / f'hybrid_{arch}.pth'}
-    save_checkpoint(dict(state_dict=state, meta={SPEC_META_KEY: {'': spec}, 'build_args': build_args}),
+    save(dict(state_dict=state, meta={'build_args': build_args}),
                     paths['backbone'])
     if full is not None:
         merged = {k: v for k, v in full.items() if not k.startswith('backbone.')}
         merged.update({f'backbone.{k}': v for k, v in state.items()})
         paths['with_head'] = out_dir / f'hybrid_{arch}_with_head.pth'
-        meta = {SPEC_META_KEY: {'backbone': spec}, 'build_args': build_args}
+        meta = {'build_args': build_args}
         if cfg_text is not None:
             meta['cfg'] = cfg_text
         if head_meta.get('dataset_meta'):  # the classes and palette the head was trained with
             meta['dataset_meta'] = head_meta['dataset_meta']
-        save_checkpoint(dict(state_dict=merged, meta=meta), paths['with_head'])
+        save(dict(state_dict=merged, meta=meta), paths['with_head'])
     if distill_config is not None:
         paths['finetune_config'] = out_dir / f'finetune_{arch}.py'
         text = finetune_config(arch, Path(distill_config).resolve(), paths['backbone'], build_args)

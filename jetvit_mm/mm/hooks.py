@@ -1,5 +1,5 @@
-"""Runner hooks: single-path supernet sampling, the arch spec in every saved checkpoint's meta, the runner's state
-saved as plain data, and the digest of the checkpoint's tensors. The last three are declared in every config through
+"""Runner hooks: single-path supernet sampling, the runner's state saved as plain data, and the digest of the
+checkpoint's tensors. The last two are declared in every config through
 ``configs/_base_/default_runtime.py`` / ``det_runtime.py`` (``default_hooks``), so that mmseg's and mmdet's own
 tools write the same checkpoints as this project's."""
 import json
@@ -10,14 +10,12 @@ from mmengine.dist import broadcast_object_list, is_distributed
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from jetvit_mm.models.arch import SPEC_META_KEY
-from jetvit_mm.models.checkpoints.integrity import with_digest
-from jetvit_mm.models.jetvit import JetViT
+from jetvit_mm.models.checkpoint.integrity import with_digest
 from jetvit_mm.models.supernet import JetViTSupernet
 from jetvit_mm.search import SupernetSampler
 
+from .checkpoint import plain_message_hub, restore_message_hub
 from .registry import HOOKS
-from .runner_checkpoint import plain_message_hub, restore_message_hub
 
 
 def find_supernet(model) -> JetViTSupernet:
@@ -74,24 +72,8 @@ class SupernetSamplerHook(Hook):
 
 
 @HOOKS.register_module()
-class ArchSpecHook(Hook):
-    """Write the arch spec of every JetViT in the model into each saved checkpoint's meta: ``meta['jetvit_specs']``
-    maps the module's name (``'student'``, ``'teacher'``, ``'backbone'``) to its spec, readable without loading the
-    weights (the state dict holds the same spec, which is what loading checks). Declared in ``configs/_base_``'s
-    ``default_hooks`` (``arch_spec``)."""
-
-    priority = 'VERY_LOW'
-
-    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        specs = {name: module.spec.to_dict() for name, module in model.named_modules() if isinstance(module, JetViT)}
-        if specs:
-            checkpoint.setdefault('meta', {})[SPEC_META_KEY] = specs
-
-
-@HOOKS.register_module()
 class PlainCheckpointHook(Hook):
-    """Save the runner's state as plain data (:func:`~jetvit_mm.mm.runner_checkpoint.plain_message_hub`: the message
+    """Save the runner's state as plain data (:func:`~jetvit_mm.mm.checkpoint.plain_message_hub`: the message
     hub's HistoryBuffers and numpy values as lists and numbers), so that any weights-only ``torch.load`` reads the
     checkpoint without an allow-list (mmseg's ``init_model``, the inferencers, with no change to mmengine's loaders),
     and turn it back when a run loads it. Declared in ``configs/_base_``'s ``default_hooks`` (``plain_checkpoint``).
@@ -109,7 +91,7 @@ class PlainCheckpointHook(Hook):
 @HOOKS.register_module()
 class CheckpointDigestHook(Hook):
     """Write the digest of every tensor of each saved checkpoint into its meta (``meta['tensor_digest']``), which
-    every load through :mod:`jetvit_mm` checks (:mod:`jetvit_mm.models.checkpoints.integrity`): a file damaged after
+    every load through :mod:`jetvit_mm` checks (:mod:`jetvit_mm.models.checkpoint.integrity`): a file damaged after
     it was written is refused, naming it. Runs last, after any hook that changes what is saved (an EMA's weights).
     Declared in ``configs/_base_``'s ``default_hooks`` (``checkpoint_digest``)."""
 

@@ -4,7 +4,7 @@ Segmentation writes a palette PNG of the classes and an overlay on the image; de
 the disparity, its raw values as ``.npy`` and a 16-bit PNG (the disparity scaled to 0..65535 per image; the scale
 is in the ``.npy``'s values). Models run through mmseg's ``init_model`` / ``inference_model`` (any image size: the
 configs pad test images to the patch grid), in batches. The config may be left out when the checkpoint carries
-one (:func:`~jetvit_mm.mm.saved_config.config_of_checkpoint`). ``--compare`` and ``--pca`` are
+one (:func:`~jetvit_mm.mm.checkpoint.config_of_checkpoint`). ``--compare`` and ``--pca`` are
 :mod:`jetvit_mm.mm.infer_compare`.
 
 Output names never collide (:func:`output_stems`: each input's path below the inputs' common folder) and no file is
@@ -132,19 +132,18 @@ def read_image(path: Path) -> np.ndarray:
 
 
 def read_weights(checkpoint: str) -> Dict:
-    """``checkpoint`` read once, whole and checked (:func:`~jetvit_mm.mm.checkpoint.load_local_checkpoint`: weights
-    only, its CRCs and tensor digest), in the layout a config's model loads: an official DepthAnythingV2 file
+    """``checkpoint`` read once, whole and checked (:func:`~jetvit_mm.models.checkpoint.read`: weights only, its
+    CRCs and tensor digest), in the layout a config's model loads: an official DepthAnythingV2 file
     (``pretrained.*`` + ``depth_head.*``) as the mmseg depth estimator's (what tools/convert_depth_anything.py
     writes)."""
-    from jetvit_mm.models.checkpoints.io import unwrap_state
+    from jetvit_mm.models.checkpoint import read
     from jetvit_mm.models.depth_anything import mmseg_checkpoint
 
-    from .checkpoint import load_local_checkpoint
-
-    raw = load_local_checkpoint(checkpoint, map_location='cpu')
+    read_once = read(checkpoint)
+    raw = read_once.raw
     keys = (raw.get('state_dict', raw) if isinstance(raw, dict) else {}).keys()
     if any(k.startswith('pretrained.') for k in keys) and any(k.startswith('depth_head.') for k in keys):
-        return mmseg_checkpoint(unwrap_state(raw, checkpoint), {}, checkpoint)
+        return mmseg_checkpoint(read_once)
     return raw
 
 
@@ -156,7 +155,7 @@ def resolve_config(config: Optional[Union[str, Path]], checkpoint: Optional[str]
     if checkpoint is None:
         raise ValueError('without a config, a checkpoint that carries one is needed: tools/infer.py CHECKPOINT '
                          'IMAGES... or tools/infer.py CONFIG CHECKPOINT IMAGES...')
-    from .saved_config import config_of_checkpoint
+    from .checkpoint import config_of_checkpoint
 
     return config_of_checkpoint(checkpoint, weights)
 

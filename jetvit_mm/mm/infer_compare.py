@@ -24,10 +24,10 @@ from mmengine.config import Config
 
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
 from jetvit_mm.models.arch import spec_from_state
-from jetvit_mm.models.checkpoints import strip_wrapper_prefix
+from jetvit_mm.models.checkpoint import read, strip_wrapper_prefix
 from jetvit_mm.visual import colour_map, fit_pca, labelled_row, mean_cosine, pca_colours
 
-from .checkpoint import load_local_checkpoint
+from .checkpoint import without_backbone_checkpoint
 from .infer import (
     check_outputs_free,
     collect_images,
@@ -42,7 +42,6 @@ from .infer import (
     write_image,
     write_prediction,
 )
-from .saved_config import without_backbone_checkpoint
 
 __all__ = ['load_teacher', 'run_compare', 'teacher_config']
 
@@ -50,7 +49,7 @@ __all__ = ['load_teacher', 'run_compare', 'teacher_config']
 def teacher_config(cfg: Config, checkpoint: str) -> Config:
     """``cfg`` with the backbone arch that ``checkpoint``'s saved spec names (all F for a teacher's downstream
     checkpoint) and no weights file of its own; ``cfg`` unchanged where the checkpoint names no arch."""
-    raw = load_local_checkpoint(checkpoint, map_location='cpu', mmap=True)
+    raw = read(checkpoint, mmap=True).raw
     state = raw.get('state_dict', raw) if isinstance(raw, dict) else {}
     if isinstance(state, dict):
         state = strip_wrapper_prefix(state)

@@ -20,9 +20,10 @@ from mmengine.runner import Runner
 from mmengine.utils import import_modules_from_strings
 
 from jetvit_mm.cli import check_inputs, check_outputs, integer
-from jetvit_mm.models.checkpoints.integrity import atomic_write
+from jetvit_mm.models.checkpoint import read
+from jetvit_mm.models.checkpoint.integrity import atomic_write
 
-from .checkpoint import check_checkpoint_fits, load_local_checkpoint
+from .checkpoint import check_checkpoint_fits
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
@@ -200,7 +201,7 @@ def set_resume(cfg: Config, resume: Optional[str]) -> None:
     randomness = dict(cfg.get('randomness') or {})
     if randomness.get('seed') is not None:
         return
-    seed = load_local_checkpoint(path, map_location='cpu', mmap=True).get('meta', {}).get('seed')
+    seed = read(path, mmap=True).meta.get('seed')
     if seed is not None:
         cfg.randomness = dict(randomness, seed=seed)
 

@@ -37,8 +37,10 @@ def build_export_module(config: str, checkpoint: Optional[str], part: str = 'mod
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmseg')):
         model = MODELS.build(cfg.model)
     if checkpoint is not None:
-        from .checkpoint import load_local_checkpoint, load_weights
+        from jetvit_mm.models.checkpoint import read
 
-        load_weights(model, load_local_checkpoint(checkpoint, map_location='cpu'), checkpoint, config)
+        from .checkpoint import load_weights
+
+        load_weights(model, read(checkpoint).raw, checkpoint, config)
     backbone, head = export_parts(model, part)
     return ExportModule(backbone, head).eval(), backbone.patch_size

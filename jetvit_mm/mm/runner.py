@@ -8,9 +8,8 @@ It is mmengine's :class:`~mmengine.runner.Runner` with:
   CheckedDataMixin`);
 - distributed training without a GPU (``--launcher pytorch`` / ``slurm`` on CPU: a gloo process group, DDP without
   device ids), where mmengine's ``init_dist`` assumes CUDA;
-- ``load_from`` and resumed checkpoints loaded weights-only with the runner's data types allowed and their config
-  text never run (:func:`~jetvit_mm.mm.checkpoint.runner_checkpoint_loading`: for the load only, mmengine's
-  loaders are put back after).
+- ``load_from`` and resumed checkpoints read by the core's :func:`~jetvit_mm.models.checkpoint.read` (weights-only
+  with the runner's data types allowed, checked, their config text never run), not by mmengine's loader.
 
 :class:`~jetvit_mm.mm.fsdp.FSDP2Runner` (``runner_type = 'FSDP2Runner'``, for an ``FSDP2Wrapper`` model) builds on it.
 """
@@ -18,11 +17,15 @@ import os
 from typing import Any, Dict, Optional
 
 import torch
+from mmengine.model import is_model_wrapper
 from mmengine.registry import MODEL_WRAPPERS, RUNNERS
 from mmengine.runner import Runner
+from mmengine.runner.checkpoint import _load_checkpoint_to_model
 from torch.nn.parallel import DistributedDataParallel
 
-from .checkpoint import runner_checkpoint_loading
+from jetvit_mm.models.checkpoint import read
+
+from .checkpoint import allow_runner_checkpoint_types
 from .data_checks import CheckedDataMixin
 
 __all__ = ['JetViTRunner', 'init_cpu_process_group']
@@ -46,7 +49,6 @@ def init_cpu_process_group(launcher: str) -> None:
 
 # the checkpoint hooks a JetViTRunner adds to mmengine's default hooks (jetvit_mm/mm/hooks.py), under these names
 JETVIT_DEFAULT_HOOKS = dict(
-    arch_spec=dict(type='ArchSpecHook'),
     plain_checkpoint=dict(type='PlainCheckpointHook'),
     checkpoint_digest=dict(type='CheckpointDigestHook'))
 
@@ -59,8 +61,8 @@ class JetViTRunner(CheckedDataMixin, Runner):
     shards_with_fsdp2 = False  # FSDP2Runner: the runner an FSDP2Wrapper needs
 
     def register_default_hooks(self, hooks: Optional[Dict[str, Any]] = None) -> None:
-        """mmengine's default hooks plus this project's (:data:`JETVIT_DEFAULT_HOOKS`: the arch spec in every
-        checkpoint's meta, the runner state as plain data, the tensors' digest), merged with the config's
+        """mmengine's default hooks plus this project's (:data:`JETVIT_DEFAULT_HOOKS`: the runner state as plain data,
+        the tensors' digest), merged with the config's
         ``default_hooks`` as mmengine merges its own: a config's entry replaces one, ``None`` removes it."""
         super().register_default_hooks({**JETVIT_DEFAULT_HOOKS, **(hooks or {})})
 
@@ -88,6 +90,17 @@ class JetViTRunner(CheckedDataMixin, Runner):
 
     def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
                         revise_keys: list = [(r'^module.', '')]) -> Dict:  # noqa: B006 (mmengine's signature)
-        with runner_checkpoint_loading():
-            return super().load_checkpoint(filename, map_location=map_location, strict=strict,
-                                           revise_keys=revise_keys)
+        """mmengine's ``load_checkpoint`` (also what ``resume`` reads through) with the file read by the core's
+        :func:`~jetvit_mm.models.checkpoint.read`: a local file, opened once, weights-only, checked, its config text
+        literal-only. Tensors load to the CPU (``map_location`` is mmengine's; the model and optimizer place them)."""
+        if '://' in str(filename):
+            raise ValueError(f'{filename}: JetViTRunner loads local checkpoint files only (load_from / --resume); '
+                             'download it first and give its path')
+        allow_runner_checkpoint_types()
+        checkpoint = read(filename).raw
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        checkpoint = _load_checkpoint_to_model(model, checkpoint, strict, revise_keys=revise_keys)
+        self._has_loaded = True
+        self.logger.info(f'Load checkpoint from {filename}')
+        return checkpoint

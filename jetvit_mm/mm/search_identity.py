@@ -9,10 +9,9 @@ from mmengine.config import Config
 from mmengine.dist import all_gather_object, get_world_size
 from mmengine.registry import DefaultScope
 
-from jetvit_mm.models.checkpoints import tensor_digest
+from jetvit_mm.models.checkpoint import read, tensor_digest
 from jetvit_mm.search.fingerprint import files_by_content, files_by_size, value_digest
 
-from .checkpoint import load_local_checkpoint
 from .data_checks import DataInputError, build_checked_dataset
 from .search_runner import backbone_args, config_metric_direction, saved_distill_objective
 
@@ -46,7 +45,7 @@ def state_fingerprint(path: Optional[str]) -> Optional[str]:
     give the same fingerprint in any file, under any path, whatever else (optimizer, meta) the file holds."""
     if path is None:
         return None
-    raw = load_local_checkpoint(str(path), map_location='cpu', mmap=True)
+    raw = read(path, mmap=True).raw
     state = raw.get('state_dict', raw) if isinstance(raw, dict) else raw
     return tensor_digest({'state_dict': state})
 

@@ -17,13 +17,12 @@ from torch import nn
 
 from jetvit_mm.distill.distiller import Distiller
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec, mixer_table_of, spec_from_state
-from jetvit_mm.models.checkpoints import strip_prefix
+from jetvit_mm.models.checkpoint import read, strip_prefix
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
 
-from .checkpoint import load_local_checkpoint
+from .checkpoint import saved_model_config
 from .registry import METRICS, MODELS
-from .runner_checkpoint import saved_model_config
 
 # Where a metric's direction comes from (True: higher is better), first to last: a metric class that declares a
 # ``higher_is_better`` dict (this project's depth metrics); the config's ``default_hooks.checkpoint`` ``greater_keys``
@@ -133,7 +132,7 @@ def check_trained_spec(trained: Optional[ArchSpec], built: ArchSpec, path: str) 
 
 def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
     """The trained supernet (``student.*``) and its teacher (``teacher.*``) from a distillation checkpoint."""
-    raw = load_local_checkpoint(path, map_location='cpu')
+    raw = read(path).raw
     state = raw.get('state_dict', raw)
     student, teacher = strip_prefix(state, 'student.'), strip_prefix(state, 'teacher.')
     space: Dict[int, str] = {}
@@ -169,7 +168,7 @@ DEFAULT_DISTILL_OBJECTIVE = dict(loss='mse', loss_cfg={}, distill_indices=(-1, )
 def saved_distill_objective(path: str) -> dict:
     """``loss``, ``loss_cfg`` and ``distill_indices`` of the FeatureDistiller that wrote the checkpoint ``path``
     (from its saved config; FeatureDistiller's defaults for what it does not set), for ``--metric distill_loss``."""
-    meta = load_local_checkpoint(path, map_location='cpu', mmap=True).get('meta') or {}
+    meta = read(path, mmap=True).meta
     model = saved_model_config(meta) or {}
     return {k: model.get(k) if model.get(k) is not None else v for k, v in DEFAULT_DISTILL_OBJECTIVE.items()}
 
@@ -185,7 +184,7 @@ def build_downstream_model(cfg: Config) -> nn.Module:
 def load_downstream_heads(model: nn.Module, path: str, config_name: str) -> None:
     """Everything but the backbone from a trained downstream checkpoint, strictly: a segmentor's ``decode_head``
     (and ``auxiliary_head``), a detector's ``neck``, ``rpn_head`` and ``roi_head``."""
-    state = load_local_checkpoint(path, map_location='cpu')
+    state = read(path).raw
     state = {k: v for k, v in state.get('state_dict', state).items() if not k.startswith('backbone.')}
     if not state:
         raise ValueError(f'{path} has no weights besides backbone.*: give the checkpoint of the teacher\'s '

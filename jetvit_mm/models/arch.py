@@ -5,9 +5,8 @@ W and F layers have the same parameters, and the W window and the L options have
 alone cannot say what a model computes. An :class:`ArchSpec` does: every JetViT saves its spec in its state dict
 (key :data:`SPEC_KEY`, a uint8 tensor of JSON, through torch's ``get_extra_state``), so it survives
 ``weights_only`` loads, safetensors, prefixes and key renaming, and every load compares it with the model's own
-(:func:`check_spec`). The state dict is the one place a spec is read from (:func:`spec_from_state`); the copy
-the runner and the exports also write into a checkpoint's meta (:data:`SPEC_META_KEY`) is for people and other tools.
-A spec of another format or version is refused, naming the version this jetvit_mm reads. Per letter it records the
+(:func:`check_spec`). The state dict is the one place a spec is kept and read from (:func:`spec_from_state`). A
+spec of another format or version is refused, naming the version this jetvit_mm reads. Per letter it records the
 registered type and its options (:meth:`~jetvit_mm.models.mixers.MixerEntry.spec_options`: the one place that
 excludes deployment switches and initialisations, ``precision``, ``kernel_init``, ...).
 """
@@ -20,10 +19,9 @@ import torch
 
 from .mixers import DEFAULT_MIXERS, MixerTable, option_name
 
-__all__ = ['SPEC_KEY', 'SPEC_META_KEY', 'ArchSpec', 'check_spec', 'mixer_table_of', 'spec_from_state']
+__all__ = ['SPEC_KEY', 'ArchSpec', 'check_spec', 'mixer_table_of', 'spec_from_state']
 
 SPEC_KEY = '_extra_state'  # torch's name for a module's extra state in its state dict
-SPEC_META_KEY = 'jetvit_specs'  # checkpoint meta: {module name ('' for a bare JetViT): spec dict}; written, not read
 _FORMAT = 'jetvit_arch_spec'
 _VERSION = 2  # a type and options per letter ('mixers')
 

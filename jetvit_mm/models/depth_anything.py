@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .arch import SPEC_KEY, SPEC_META_KEY, ArchSpec, check_spec, spec_from_state
-from .checkpoints import depth_head_state, jetvit_part, read_checkpoint, save_checkpoint, strip_prefix, to_jetvit_names
+from .arch import SPEC_KEY, check_spec
+from .checkpoint import Checkpoint, depth_head_state, read, save, strip_prefix, to_jetvit_names
 from .heads.dpt import DPTHead, dpt_preset, head_state_from_checkpoint
 from .jetvit import JetViT
 
@@ -87,13 +87,6 @@ def split_depth_checkpoint(state: StateDict, source: str = 'checkpoint') -> Tupl
                      f'or backbone.* + depth_head.*/decode_head.* keys')
 
 
-def saved_backbone_spec(state: StateDict, meta: dict, source: str) -> Optional[ArchSpec]:
-    """The spec the backbone of a depth checkpoint was saved with: its state dict's (under ``backbone.``, or where a
-    registered reader finds the JetViT of a runner checkpoint); None for a teacher file or an official one."""
-    found = spec_from_state(state, 'backbone.', source)
-    return found if found is not None else jetvit_part(state, meta, source)[1]
-
-
 class JetViTDepthAnything(nn.Module):
     """JetViT backbone (its four tapped layers) + DepthAnythingV2's DPT head; outputs disparity ``[B, H, W]``.
 
@@ -144,11 +137,10 @@ class JetViTDepthAnything(nn.Module):
 
     def load_checkpoint(self, path: Union[str, Path]) -> str:
         """Strictly load backbone and head from ``path``; returns the detected format."""
-        raw, meta = read_checkpoint(path)
-        saved = saved_backbone_spec(raw, meta, str(path))
-        check_spec(saved, self.backbone.spec, str(path), what='hybrid')
-        backbone, head, fmt = split_depth_checkpoint(raw, str(path))
-        self.backbone.load_jetvit_state_dict(backbone, source=f'{path} ({fmt} format)', saved=saved)
+        checkpoint = read(path)
+        check_spec(checkpoint.spec, self.backbone.spec, str(path), what='hybrid')
+        backbone, head, fmt = split_depth_checkpoint(checkpoint.state, str(path))
+        self.backbone.load_jetvit_state_dict(backbone, source=f'{path} ({fmt} format)', saved=checkpoint.spec)
         self.depth_head.load_head_state_dict(head, source=f'{path} (depth head)')
         return fmt
 
@@ -165,25 +157,20 @@ class JetViTDepthAnything(nn.Module):
         return F.interpolate(disparity[:, None], images.shape[-2:], mode='bilinear', align_corners=True)[:, 0]
 
 
-def mmseg_checkpoint(raw: StateDict, meta: dict, src: Union[str, Path]) -> dict:
-    """``raw`` (the state dict of ``src``: an official DepthAnythingV2 file, or any :func:`split_depth_checkpoint`
-    format, and its ``meta``) as the checkpoint of an mmseg ``DepthEstimator`` with a JetViT backbone and a
-    ``DPTDepthHead``: ``{'state_dict': {backbone.* (JetViT names), decode_head.* (original head names)}, 'meta':
-    ...}``."""
-    saved = saved_backbone_spec(raw, meta, str(src))
-    backbone, head, fmt = split_depth_checkpoint(raw, str(src))
+def mmseg_checkpoint(checkpoint: Checkpoint) -> dict:
+    """``checkpoint`` (an official DepthAnythingV2 file, or any :func:`split_depth_checkpoint` format) as the
+    checkpoint of an mmseg ``DepthEstimator`` with a JetViT backbone and a ``DPTDepthHead``: ``{'state_dict':
+    {backbone.* (JetViT names, the saved spec with them), decode_head.* (original head names)}, 'meta': ...}``."""
+    src, saved = checkpoint.path, checkpoint.spec
+    backbone, head, fmt = split_depth_checkpoint(checkpoint.state, str(src))
     if saved is not None:  # the spec goes with the weights
         backbone[SPEC_KEY] = saved.to_tensor()
     state = {f'backbone.{k}': v for k, v in backbone.items()}
     state.update({f'decode_head.{k}': v for k, v in head.items()})
-    out_meta = dict(meta, source=str(src), source_format=fmt)
-    if saved is not None:
-        out_meta[SPEC_META_KEY] = {'backbone': saved.to_dict()}
-    return dict(state_dict=state, meta=out_meta)
+    return dict(state_dict=state, meta=dict(checkpoint.meta, source=str(src), source_format=fmt))
 
 
 def export_mmseg_checkpoint(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     """Write ``src`` as :func:`mmseg_checkpoint` to ``dst`` (what ``tools/test.py CONFIG CHECKPOINT`` and
     ``tools/search.py --head-checkpoint`` read)."""
-    raw, meta = read_checkpoint(src)
-    return save_checkpoint(mmseg_checkpoint(raw, meta, src), dst)
+    return save(mmseg_checkpoint(read(src)), dst)

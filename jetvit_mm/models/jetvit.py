@@ -9,7 +9,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from .arch import SPEC_KEY, ArchSpec, check_spec
 from .caching import plain_tensors
-from .checkpoints import check_state_keys, jetvit_part, read_checkpoint, strip_prefix, to_jetvit_names
+from .checkpoint import check_state_keys, fit, read
 from .mixers import MixerTable, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .rope_grid import rope_embed_for_grid, rope_embed_on_device
@@ -284,31 +284,13 @@ class JetViT(nn.Module):
         """Load teacher or JetViT weights from ``path`` strictly; returns the detected format.
 
         ``path`` may also be another program's checkpoint that holds one JetViT, e.g. a runner checkpoint of a
-        fine-tuned distiller or a downstream model once ``jetvit_mm.mm`` is imported
-        (:func:`~jetvit_mm.models.checkpoints.jetvit_part`). ``prefix`` (``'backbone.'``, as mmengine's
-        ``init_cfg=dict(type='Pretrained', prefix=...)``) takes only the weights under it, prefix removed.
+        fine-tuned distiller or a downstream model (:func:`~jetvit_mm.models.checkpoint.jetvit_part`). ``prefix``
+        (``'backbone.'``, as mmengine's ``init_cfg=dict(type='Pretrained', prefix=...)``) takes only the weights under
+        it, prefix removed.
         """
-        state, fmt = self.checkpoint_state(path, prefix)
-        self.load_state_dict(state, strict=False)
-        return fmt
-
-    def checkpoint_state(self, path: Union[str, Path], prefix: Optional[str] = None,
-                         mmap: bool = False) -> Tuple[Dict[str, torch.Tensor], str]:
-        """What :meth:`load_checkpoint` would load, checked, without loading it: ``(state, format)``. ``mmap``: map
-        the file instead of reading it (a zip ``.pth``; the tensors then read from the file as they are used), for
-        loading one shard at a time (:func:`~jetvit_mm.distill.fsdp2.materialize_shards`)."""
-        state, meta = read_checkpoint(path, mmap=mmap)
-        if prefix:
-            prefix = prefix if prefix.endswith('.') else prefix + '.'
-            if not any(k.startswith(prefix) for k in state):
-                roots = sorted({k.split('.')[0] + '.' for k in state})
-                raise ValueError(f'{path} has no weights under the prefix {prefix!r}; its top-level prefixes are '
-                                 f'{roots[:12]}')
-            state = strip_prefix(state, prefix)
-        raw, saved = jetvit_part(state, meta, str(path))
-        check_spec(saved, self.spec, str(path))
-        state, fmt = to_jetvit_names(raw)
-        return self.prepare_jetvit_state(state, source=f'{path} ({fmt} format)', saved=saved), fmt
+        checkpoint = read(path, prefix)
+        fit(self, checkpoint)
+        return checkpoint.format
 
     def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
                                saved: Optional[ArchSpec] = None) -> None:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from jetvit_mm.models.checkpoints.integrity import file_digest
+from jetvit_mm.models.checkpoint.integrity import file_digest
 
 __all__ = ['file_digest', 'files_by_content', 'files_by_size', 'value_digest']
 

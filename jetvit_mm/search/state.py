@@ -4,7 +4,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 from jetvit_mm.jsonio import read_json_file
-from jetvit_mm.models.checkpoints.integrity import atomic_write
+from jetvit_mm.models.checkpoint.integrity import atomic_write
 
 
 def write_json_atomic(path: Path, data: Dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checkpoints import check_state_keys, depth_head_state, read_checkpoint, strip_prefix
+from ..checkpoint import check_state_keys, depth_head_state, read, strip_prefix
 
 __all__ = ['DPT_PRESETS', 'DPTHead', 'DPTPreset', 'FeatureFusionBlock', 'ResidualConvUnit', 'dpt_preset',
            'head_state_from_checkpoint']
@@ -164,8 +164,7 @@ class DPTHead(nn.Module):
 
     def load_checkpoint(self, path: Union[str, Path]) -> None:
         """Load the head part of an official DepthAnythingV2 file, an mmseg runner checkpoint or a bare head."""
-        raw, _ = read_checkpoint(path)
-        self.load_head_state_dict(head_state_from_checkpoint(raw, path), source=str(path))
+        self.load_head_state_dict(head_state_from_checkpoint(read(path).state, path), source=str(path))
 
 
 def head_state_from_checkpoint(state: Dict[str, torch.Tensor], source: Union[str, Path] = 'checkpoint'

@@ -6,14 +6,12 @@ from typing import Dict
 
 import torch
 
-from jetvit_mm.models.checkpoints import save_checkpoint
+from jetvit_mm.models.checkpoint import read, save
 
 
 def _runner_state(path: Path) -> Dict[str, torch.Tensor]:
-    """The state dict of a checkpoint the runner wrote (the demo's own work dir: mmengine's trusted-file loader)."""
-    from jetvit_mm.mm.checkpoint import load_local_checkpoint
-
-    state = load_local_checkpoint(str(path), map_location='cpu')
+    """The state dict of a checkpoint the runner wrote (the demo's own work dir)."""
+    state = read(path).raw
     return state.get('state_dict', state)
 
 
@@ -28,7 +26,7 @@ def extract_backbone(checkpoint: Path, prefix: str, out: Path) -> Path:
     state = {k[len(prefix):]: v for k, v in _runner_state(checkpoint).items() if k.startswith(prefix)}
     if not state:
         raise ValueError(f'{checkpoint} has no {prefix}* weights')
-    return save_checkpoint(dict(state_dict=state, meta={}), out)  # the arch spec is in the state dict
+    return save(dict(state_dict=state, meta={}), out)  # the arch spec is in the state dict
 
 
 def digest(*parts: object) -> str:

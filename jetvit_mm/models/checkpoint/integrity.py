@@ -4,6 +4,7 @@ own reader checks none of these: a file with bytes zeroed inside a tensor record
 weight."""
 import hashlib
 import os
+import pickle
 import uuid
 import zipfile
 from pathlib import Path
@@ -11,12 +12,16 @@ from typing import Any, BinaryIO, Callable, Dict, Iterator, Optional, Tuple, Uni
 
 import torch
 
-__all__ = ['DIGEST_META_KEY', 'DamagedCheckpointError', 'atomic_write', 'check_zip_records', 'file_digest',
-           'save_checkpoint', 'tensor_digest', 'verify_digest', 'verify_file_digests', 'with_digest']
+__all__ = ['DIGEST_META_KEY', 'DamagedCheckpointError', 'UnsafeCheckpointError', 'atomic_write', 'check_zip_records',
+           'file_digest', 'tensor_digest', 'verify_digest', 'verify_file_digests', 'with_digest']
 
 DIGEST_META_KEY = 'tensor_digest'  # in a checkpoint's 'meta': 'sha256:<hex>' of every tensor outside 'meta'
 ALGORITHM = 'sha256'
 _CHUNK = 1 << 20
+
+
+class UnsafeCheckpointError(pickle.UnpicklingError):
+    """A checkpoint that torch's weights-only unpickler refuses."""
 
 
 class DamagedCheckpointError(ValueError):
@@ -158,9 +163,3 @@ def atomic_write(path: Union[str, Path], write: Callable[[BinaryIO], None]) -> P
         raise
     return path
 
-
-def save_checkpoint(checkpoint: dict, path: Union[str, Path]) -> Path:
-    """``torch.save`` of ``checkpoint`` with the digest of its tensors in its meta, written atomically
-    (:func:`atomic_write`)."""
-    with_digest(checkpoint)
-    return atomic_write(path, lambda f: torch.save(checkpoint, f))

@@ -3,8 +3,8 @@
 mmengine's runner writes the run's config as Python text into every checkpoint (``meta['cfg']`` and the message
 hub's ``runtime_info['cfg']``); ``Runner.resume`` (``meta['config']``) and ``BaseInferencer`` (the config of a
 checkpoint given without one) hand that text to ``Config.fromstring``, which *executes* it. A checkpoint is
-untrusted input, so every checkpoint that mmengine loads through this project's loader has those fields replaced
-by :func:`literal_config_text`: the same top-level literal assignments, and nothing that could run.
+untrusted input, so every checkpoint :func:`~jetvit_mm.models.checkpoint.read` reads has those fields replaced by
+:func:`literal_config_text`: the same top-level literal assignments, and nothing that could run.
 """
 import ast
 import math

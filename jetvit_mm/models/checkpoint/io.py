@@ -1,0 +1,209 @@
+"""One checkpoint file, read once (:func:`read`), fitted into a model (:func:`fit`), written (:func:`save`).
+
+Reading is safe: safetensors, or torch's weights-only unpickler with torch's safe globals (``import jetvit_mm.mm``
+adds exactly the data types of an mmengine runner checkpoint: ``HistoryBuffer``, numpy values), nothing else. The
+file's zip CRCs and tensor digest are checked (:mod:`.integrity`), the config text it carries is made literal-only
+(:mod:`.config_text`), and a ``.pth`` naming a sharded FSDP2 directory gets its weights from there (:mod:`.sharded`).
+"""
+import functools
+import pickle
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
+
+import torch
+
+from ..arch import ArchSpec, check_spec, spec_from_state
+from .config_text import neutralise_config_text
+from .formats import strip_prefix, strip_wrapper_prefix, to_jetvit_names
+from .integrity import UnsafeCheckpointError, atomic_write, check_zip_records, verify_digest, with_digest
+
+StateDict = Dict[str, torch.Tensor]
+WRAPPER_KEYS = ('state_dict', 'model', 'module', 'teacher')
+RUNNER_PREFIXES = ('student.', 'backbone.')  # where a runner checkpoint holds its JetViT
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint as :func:`read` it: ``raw`` is the loaded object (a runner checkpoint's ``meta``, ``message_hub``,
+    ``optimizer``, ...), ``meta`` its ``'meta'`` dict. The rest is worked out when first asked for: ``state`` (its
+    state dict of tensors: wrapper key, DDP ``module.`` prefix and the asked ``prefix`` removed), ``spec`` (what its
+    JetViT was saved with; None: not known, e.g. a teacher file), ``jetvit_state`` and ``format`` (its JetViT's
+    weights converted to JetViT names from the detected source format)."""
+
+    path: Path
+    raw: Any
+    meta: Dict[str, Any]
+    prefix: Optional[str] = None
+
+    @property
+    def config_text(self) -> Optional[str]:
+        """The config text saved in ``meta['cfg']`` (literal-only), or None."""
+        return self.meta['cfg'] if isinstance(self.meta.get('cfg'), str) else None
+
+    @functools.cached_property
+    def state(self) -> StateDict:
+        state = unwrap_state(self.raw, self.path)
+        if not self.prefix:
+            return state
+        prefix = self.prefix if self.prefix.endswith('.') else self.prefix + '.'
+        if not any(k.startswith(prefix) for k in state):
+            roots = sorted({k.split('.')[0] + '.' for k in state})
+            raise ValueError(f'{self.path} has no weights under the prefix {prefix!r}; its top-level prefixes are '
+                             f'{roots[:12]}')
+        return strip_prefix(state, prefix)
+
+    @functools.cached_property
+    def spec(self) -> Optional[ArchSpec]:
+        return jetvit_part(self.state, str(self.path))[1]
+
+    @functools.cached_property
+    def _converted(self) -> Tuple[StateDict, str]:
+        return to_jetvit_names(jetvit_part(self.state, str(self.path))[0])
+
+    @property
+    def jetvit_state(self) -> StateDict:
+        return self._converted[0]
+
+    @property
+    def format(self) -> str:
+        return self._converted[1]
+
+
+def read(path: Union[str, Path], prefix: Optional[str] = None, mmap: bool = False) -> Checkpoint:
+    """The checkpoint ``path`` (``.pth``, ``.safetensors``), opened once and checked. ``prefix`` (``'backbone.'``):
+    only the weights under it count, prefix removed. ``mmap``: map a zip ``.pth`` instead of reading it (its tensors
+    read from the file as they are used; only the pickle's CRC is checked, not the tensor digest)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f'checkpoint not found: {path}')
+    if path.suffix == '.safetensors':
+        return Checkpoint(path, _load_safetensors(path), {}, prefix)
+    raw = neutralise_config_text(torch_load(path, mmap=mmap))
+    meta = raw.get('meta') if isinstance(raw, dict) and isinstance(raw.get('meta'), dict) else {}
+    if meta.get('fsdp2') == 'sharded':  # an FSDP2 runner checkpoint: its weights are in the .dcp directory it names
+        from .sharded import fill_sharded_state
+        raw = fill_sharded_state(raw, str(path))
+    return Checkpoint(path, raw, meta, prefix)
+
+
+def fit(model: torch.nn.Module, checkpoint: Checkpoint, load: bool = True) -> StateDict:
+    """Load the JetViT weights of ``checkpoint`` into ``model`` (a JetViT or a supernet): the saved spec checked
+    against ``model.spec``, the keys mapped by the model's own ``prepare_jetvit_state``, then loaded (non-strictly:
+    what a teacher lacks keeps its initialisation). Returns the state it loads (``load=False``: only checks)."""
+    check_spec(checkpoint.spec, model.spec, str(checkpoint.path))
+    state = model.prepare_jetvit_state(checkpoint.jetvit_state, source=f'{checkpoint.path} ({checkpoint.format} '
+                                       'format)', saved=checkpoint.spec)
+    if load:
+        model.load_state_dict(state, strict=False)
+    return state
+
+
+def save(checkpoint: dict, path: Union[str, Path]) -> Path:
+    """``torch.save`` of ``checkpoint`` with the digest of its tensors in its meta, written atomically."""
+    with_digest(checkpoint)
+    return atomic_write(path, lambda f: torch.save(checkpoint, f))
+
+
+def jetvit_part(state: StateDict, path: str) -> Tuple[StateDict, Optional[ArchSpec]]:
+    """The JetViT weights of a checkpoint's state and the spec they were saved with: a runner checkpoint's JetViT
+    sits under ``student.`` (a distiller's, next to ``teacher.``) or ``backbone.`` (a segmentor's, depth estimator's
+    or detector's), prefix removed; any other state is the JetViT's itself."""
+    for prefix in RUNNER_PREFIXES:
+        if any(k.startswith(prefix) for k in state):
+            return strip_prefix(state, prefix), spec_from_state(state, prefix, path)
+    return state, spec_from_state(state, source=path)
+
+
+def torch_load(path: Union[str, Path], mmap: bool = False) -> Any:
+    """``torch.load(path, weights_only=True)`` to the CPU with the file's integrity checked, the file opened once: a
+    zip checkpoint's records must pass their CRC-32 (with ``mmap``, only the pickle's record) and a checkpoint read
+    whole must match the tensor digest in its meta, if it has one. A file that is not a readable torch checkpoint
+    is reported as such, naming the file; a refused pickle raises :class:`UnsafeCheckpointError`. A legacy (non-zip)
+    file is read whole also when ``mmap`` is asked (torch maps only zip files)."""
+    with open(path, 'rb') as f:
+        head = f.read(2)
+        if head != b'PK' and head[:1] != b'\x80':  # torch writes a zip archive, or (legacy) a protocol-2+ pickle
+            raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): it '
+                             f'starts with {head!r}, neither a zip archive nor a pickle')
+        mmap = mmap and head == b'PK'
+        if head == b'PK':
+            f.seek(0)
+            check_zip_records(f, names=('data.pkl',) if mmap else None, source=path)
+        f.seek(0)
+        try:  # torch maps a file by its name
+            checkpoint = torch.load(path if mmap else f, map_location='cpu', weights_only=True, mmap=mmap)
+        except pickle.UnpicklingError as refused:
+            raise UnsafeCheckpointError(_refusal(path, refused)) from None
+        except (RuntimeError, OSError, EOFError, KeyError, ValueError, IndexError, AttributeError) as error:
+            raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): '
+                             f'{type(error).__name__}: {error}') from error
+    if not mmap:
+        verify_digest(checkpoint, path)
+    return checkpoint
+
+
+def _refusal(path: Union[str, Path], refused: Exception) -> str:
+    """What a user reads when a file is refused: which object, that this stays so, and what to do instead."""
+    found = re.search(r'GLOBAL ([\w.]+)', str(refused))
+    reason = f'it names the Python global {found.group(1)}' if found else f'{type(refused).__name__}: {refused}'
+    return (f'{path} was refused by jetvit_mm\'s checkpoint loader (torch.load with weights_only=True): {reason}. '
+            'An mmengine runner checkpoint (its message hub holds HistoryBuffer objects) loads once `import '
+            'jetvit_mm.mm` has allowed its data types (still weights-only); any other Python object that is not '
+            'checkpoint data stays refused: there is no setting that turns safe loading off. A file from another tool '
+            'that you trust can be re-saved as a plain state dict (torch.save(model.state_dict(), ...)) or as '
+            '.safetensors, and loaded from there')
+
+
+def _load_safetensors(path: Path) -> StateDict:
+    """The tensors of a ``.safetensors`` file, parsed by safetensors (which never unpickles). A file it cannot parse
+    is refused with the file named: as a torch checkpoint under that name when it starts like one (a zip archive, or
+    a pickle: 0x80 and a protocol 2-5), else as not readable. The first bytes only word that error: a valid file's
+    header length (its first 8 bytes) may start with any bytes."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device='cpu')
+    except (SafetensorError, OSError) as error:
+        failure = error
+    with open(path, 'rb') as f:
+        head = f.read(2)
+    kind = 'a zip archive' if head == b'PK' else 'a pickle' if len(head) == 2 and head[0] == 0x80 and \
+        2 <= head[1] <= 5 else None
+    if kind is not None:
+        raise ValueError(f'{path} is named .safetensors but holds a torch checkpoint ({kind}), not safetensors; '
+                         f'if it is one, rename it .pth to load it with torch.load(weights_only=True)')
+    raise ValueError(f'{path} is not a readable .safetensors file (truncated, corrupt or another format): '
+                     f'{failure}')
+
+
+def unwrap_state(state: Any, path: Union[str, Path]) -> StateDict:
+    """The state dict of tensors of a loaded checkpoint (under one of :data:`WRAPPER_KEYS`, or itself), without a
+    DistributedDataParallel ``module.`` prefix; ValueError naming ``path`` when it holds none."""
+    for key in WRAPPER_KEYS:
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+            break
+    if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
+        raise ValueError(f'{path} does not hold a state dict of tensors')
+    return dict(strip_wrapper_prefix(state))
+
+
+def check_state_keys(own: StateDict, state: StateDict, target: str, source: str, optional: Sequence[str] = ()) -> None:
+    """Raise RuntimeError naming the missing, unexpected and mis-shaped keys of ``state`` against a model's own state
+    dict ``own`` (``optional`` keys may be absent); ``target`` names the model, ``source`` the checkpoint."""
+    optional = set(optional)
+    missing = sorted(k for k in own if k not in state and k not in optional)
+    unexpected = sorted(k for k in state if k not in own)
+    wrong_shape = sorted(f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
+                         for k, v in state.items() if k in own and v.shape != own[k].shape)
+    if not (missing or unexpected or wrong_shape):
+        return
+    lines = [f'cannot load {source} into {target}']
+    for title, keys in (('missing keys', missing), ('unexpected keys', unexpected), ('shape mismatches', wrong_shape)):
+        if keys:
+            shown = ', '.join(keys[:12]) + (f', ... ({len(keys)} in all)' if len(keys) > 12 else '')
+            lines.append(f'{title}: {shown}')
+    raise RuntimeError('\n'.join(lines))
