@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from jetvit_mm.jsonio import atomic_write
 from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.models import JetViT
 from jetvit_mm.models.checkpoint import DamagedCheckpointError, read, save, tensor_digest
-from jetvit_mm.models.checkpoint.integrity import DIGEST_META_KEY, atomic_write
+from jetvit_mm.models.checkpoint.integrity import DIGEST_META_KEY
 from jetvit_mm.models.mixers import default_mixers
 
 TINY = dict(model_name='dinov3_vits16', embed_dim=32, depth=4, num_heads=2,

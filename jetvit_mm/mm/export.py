@@ -4,8 +4,8 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from mmengine.config import Config
 
+from jetvit_mm.jsonio import atomic_write
 from jetvit_mm.models.checkpoint import read, save
-from jetvit_mm.models.checkpoint.integrity import atomic_write
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import export_config_text

@@ -6,7 +6,6 @@ import atexit
 import contextlib
 import difflib
 import gc
-import json
 import os
 import os.path as osp
 import sys
@@ -20,8 +19,8 @@ from mmengine.runner import Runner
 from mmengine.utils import import_modules_from_strings
 
 from jetvit_mm.cli import check_inputs, check_outputs, integer
+from jetvit_mm.jsonio import write_json_atomic
 from jetvit_mm.models.checkpoint import read
-from jetvit_mm.models.checkpoint.integrity import atomic_write
 
 from .checkpoint import check_checkpoint_fits
 
@@ -234,4 +233,4 @@ def write_metrics(metrics: dict, path: str) -> None:
     """The metrics as JSON numbers (on the main process only), written atomically."""
     if is_main_process():
         values = {k: float(v) if hasattr(v, '__float__') else v for k, v in metrics.items()}
-        atomic_write(path, lambda f: f.write(json.dumps(values, indent=2).encode()))
+        write_json_atomic(path, values)

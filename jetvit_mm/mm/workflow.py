@@ -39,6 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
+from jetvit_mm.jsonio import write_json_atomic
+from jetvit_mm.models.checkpoint.integrity import file_digest as sha256_file_digest
+
 MARKER = '.stage.json'  # written when a stage succeeded
 STARTED = '.stage_started.json'  # written when it starts: a later run with the same fingerprint resumes it
 GUARD = Path(__file__).with_name('stage_guard.py')  # the process a stage's command runs under
@@ -191,11 +194,7 @@ def folder_files(folder: Path) -> List[str]:
 
 
 def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 22), b''):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_file_digest(path).split(':', 1)[1]
 
 
 def file_digest(path: Path) -> List:
@@ -531,14 +530,6 @@ class Workflow:
                 changed.add(stage.name)
             states.append(state)
         return states
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    """``data`` as JSON at ``path``, through a temporary file and a rename (never half written)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + f'.tmp{os.getpid()}')
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
 
 
 def python_tool(repo: Path, script: str, *args: Arg) -> List[Arg]:

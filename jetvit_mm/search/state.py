@@ -1,15 +1,10 @@
 """The search's state file: JSON, rewritten atomically after every scored arch."""
-import json
 from pathlib import Path
 from typing import Any, Dict
 
-from jetvit_mm.jsonio import read_json_file
-from jetvit_mm.models.checkpoint.integrity import atomic_write
+from jetvit_mm.jsonio import read_json_file, write_json_atomic
 
-
-def write_json_atomic(path: Path, data: Dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` so that a reader (or a killed writer) never sees a partial file."""
-    atomic_write(path, lambda f: f.write(json.dumps(data, indent=2).encode()))
+__all__ = ['read_json', 'write_json_atomic']
 
 
 def read_json(path: Path) -> Dict[str, Any]:

@@ -1,18 +1,15 @@
 """Integrity of checkpoint files: a digest of their tensors written with them and checked on load, the CRC-32 of
-every record of a zip checkpoint, the digest of every file of a sharded (DCP) checkpoint, and atomic writes. torch's
-own reader checks none of these: a file with bytes zeroed inside a tensor record loads silently with a changed
-weight."""
+every record of a zip checkpoint, the digest of every file of a sharded (DCP) checkpoint. torch's own reader checks
+none of these: a file with bytes zeroed inside a tensor record loads silently with a changed weight."""
 import hashlib
-import os
 import pickle
-import uuid
 import zipfile
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, BinaryIO, Dict, Iterator, Optional, Tuple, Union
 
 import torch
 
-__all__ = ['DIGEST_META_KEY', 'DamagedCheckpointError', 'UnsafeCheckpointError', 'atomic_write', 'check_zip_records',
+__all__ = ['DIGEST_META_KEY', 'DamagedCheckpointError', 'UnsafeCheckpointError', 'check_zip_records',
            'file_digest', 'tensor_digest', 'verify_digest', 'verify_file_digests', 'with_digest']
 
 DIGEST_META_KEY = 'tensor_digest'  # in a checkpoint's 'meta': 'sha256:<hex>' of every tensor outside 'meta'
@@ -143,23 +140,3 @@ def check_zip_records(path: Union[str, Path, BinaryIO], names: Optional[Tuple[st
             except (zipfile.BadZipFile, EOFError, OSError) as error:
                 raise DamagedCheckpointError(f'{source} is damaged: its record {info.filename} fails the zip check '
                                              f'({error}); copy or save it again') from None
-
-
-def atomic_write(path: Union[str, Path], write: Callable[[BinaryIO], None]) -> Path:
-    """``write(f)`` into a new file next to ``path``, then renamed onto it: a reader or a killed writer never sees a
-    partial file, and a failed write leaves nothing behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f'.{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp')
-    try:
-        with open(tmp, 'xb') as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if tmp.exists():
-            tmp.unlink()
-        raise
-    return path
-

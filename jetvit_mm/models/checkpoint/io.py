@@ -14,10 +14,11 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 
+from ...jsonio import atomic_write
 from ..arch import ArchSpec, check_spec, spec_from_state
 from .config_text import neutralise_config_text
 from .formats import strip_prefix, strip_wrapper_prefix, to_jetvit_names
-from .integrity import UnsafeCheckpointError, atomic_write, check_zip_records, verify_digest, with_digest
+from .integrity import UnsafeCheckpointError, check_zip_records, verify_digest, with_digest
 
 StateDict = Dict[str, torch.Tensor]
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'teacher')
