@@ -30,7 +30,7 @@ from .depth import (
 from .distiller import FeatureDistiller
 from .fsdp import FSDP2Runner, FSDP2Wrapper
 from .fsdp_checkpoint import FSDP2CheckpointHook
-from .hooks import CheckpointDigestHook, PlainCheckpointHook, SupernetSamplerHook
+from .hooks import ArchSpecHook, CheckpointDigestHook, PlainCheckpointHook, SupernetSamplerHook
 from .mixers import mirror_mixers
 from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
@@ -41,7 +41,7 @@ from .seg_heads import LinearProbeHead
 
 allow_runner_checkpoint_types()  # the frameworks' clients: an mmengine runner checkpoint's data types, nothing more
 
-__all__ = ['AffineInvariantDepthMetric', 'CheckpointDigestHook', 'CityscapesDepthDataset',
+__all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CheckpointDigestHook', 'CityscapesDepthDataset',
            'DA2KDataset', 'DA2KMetric', 'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize',
            'FSDP2CheckpointHook', 'FSDP2Runner', 'FSDP2Wrapper', 'FeatureDistiller', 'JetViT', 'JetViTRunner',
            'JetViTSearchLoop', 'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor',

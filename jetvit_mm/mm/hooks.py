@@ -72,6 +72,13 @@ class SupernetSamplerHook(Hook):
 
 
 @HOOKS.register_module()
+class ArchSpecHook(Hook):
+    """Does nothing: the arch spec travels inside the state dict, which is what loading checks. Kept registered so
+    that configs which declare it (``default_hooks.arch_spec`` of the bases before 2026-12-05, copied into user configs
+    and into the config text of checkpoints written then) still build."""
+
+
+@HOOKS.register_module()
 class PlainCheckpointHook(Hook):
     """Save the runner's state as plain data (:func:`~jetvit_mm.mm.checkpoint.plain_message_hub`: the message
     hub's HistoryBuffers and numpy values as lists and numbers), so that any weights-only ``torch.load`` reads the

@@ -16,6 +16,7 @@ examples = dict(
     FullAttention=dict(type='FullAttention', dim=32, num_heads=2),
     WindowAttention=dict(type='WindowAttention', dim=32, num_heads=2, window_size=4),
     LinearAttention=dict(type='LinearAttention', dim=32, num_heads=2, conv='static'),
+    ArchSpecHook=dict(type='ArchSpecHook'),
     CheckpointDigestHook=dict(type='CheckpointDigestHook'),
     PlainCheckpointHook=dict(type='PlainCheckpointHook'),
     LayerDecayOptimWrapperConstructor=dict(
