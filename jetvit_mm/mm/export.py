@@ -9,6 +9,7 @@ from jetvit_mm.models.checkpoints.integrity import atomic_write, save_checkpoint
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import load_local_checkpoint
+from .launch import read_config
 from .saved_config import export_config_text
 from .search_runner import build_downstream_model, load_downstream_heads, load_supernet
 
@@ -84,9 +85,7 @@ def export_from_checkpoint(cfg: Config, checkpoint: str, arch: str, out_dir: Pat
 
 def check_distill_teacher(distill_config: Path, model_name: str) -> None:
     """The fine-tuning config distils from ``distill_config``'s teacher: it must be the searched model's teacher."""
-    from mmengine.config import Config
-
-    teacher = Config.fromfile(distill_config).get('model', {}).get('teacher') or {}
+    teacher = read_config(distill_config).get('model', {}).get('teacher') or {}
     if teacher.get('model_name', model_name) != model_name:
         raise ValueError(f'--distill-config {distill_config} distils from a {teacher["model_name"]} teacher, but the '
                          f'searched supernet is a {model_name}: pass the distillation config of {model_name}')
@@ -96,9 +95,9 @@ def _distill_settings(distill_config: Path) -> Tuple[list, Optional[dict], Dict[
     """What the fine-tuning keeps of ``distill_config``: its custom hooks except :class:`SupernetSamplerHook` (one
     fixed arch samples no path), its FSDP2 wrapper if it has one (None: DDP), and the student's training switches
     (``grad_checkpointing``)."""
-    from mmengine.config import Config, ConfigDict
+    from mmengine.config import ConfigDict
 
-    cfg = Config.fromfile(distill_config)
+    cfg = read_config(distill_config)
     hooks = [h.to_dict() if isinstance(h, ConfigDict) else dict(h) for h in cfg.get('custom_hooks') or []
              if str(h.get('type')).split('.')[-1] != 'SupernetSamplerHook']
     wrapper = cfg.get('model_wrapper_cfg')

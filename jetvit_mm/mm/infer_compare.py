@@ -42,6 +42,7 @@ from .infer import (
     write_image,
     write_prediction,
 )
+from .launch import read_config
 from .saved_config import without_backbone_checkpoint
 
 __all__ = ['load_teacher', 'run_compare', 'teacher_config']
@@ -74,7 +75,7 @@ def load_teacher(cfg: Config, checkpoint: str, device: str = 'cpu'):
 
 
 def _as_config(config) -> Config:
-    return Config.fromfile(config) if isinstance(config, str) else config
+    return read_config(config) if isinstance(config, str) else config
 
 
 def prepare(model, image: np.ndarray, name: Optional[str] = None) -> Dict[str, list]:
