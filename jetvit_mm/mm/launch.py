@@ -74,9 +74,9 @@ def check_option_keys(cfg: Config, cfg_options: dict, path: str) -> None:
 
 
 def read_config(path: str, cfg_options: Optional[dict] = None) -> Config:
-    """The one way jetvit_mm and its tools read a config: ``path`` with ``--cfg-options`` applied (a top-level key it lacks is
-    refused: :func:`check_option_keys`), its ``custom_imports`` (the plugin, a plugin's mixers) imported, also those
-    the options name."""
+    """The one way jetvit_mm and its tools read a config: ``path`` with ``--cfg-options`` applied (a top-level key
+    it lacks is refused: :func:`check_option_keys`), its ``custom_imports`` (the plugin, a plugin's mixers) imported,
+    also those the options name."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'config file not found: {path}')
     cfg = Config.fromfile(path)
