@@ -12,7 +12,7 @@ from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_o
 from jetvit_mm.mm.checkpoint import runner_checkpoint_loading
 from jetvit_mm.mm.export import export_from_checkpoint
 from jetvit_mm.mm.launch import read_config
-from jetvit_mm.mm.search_runner import declared_letters
+from jetvit_mm.mm.search_scoring import declared_letters
 
 
 def main(argv=None) -> dict:

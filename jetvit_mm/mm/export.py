@@ -11,7 +11,7 @@ from jetvit_mm.models.supernet import JetViTSupernet
 from .checkpoint import load_local_checkpoint
 from .launch import read_config
 from .saved_config import export_config_text
-from .search_runner import build_downstream_model, load_downstream_heads, load_supernet
+from .search_scoring import build_downstream_model, load_downstream_heads, load_supernet
 
 # the student's training switches that a fine-tuning keeps from the distillation config
 TRAINING_SWITCHES = ('grad_checkpointing', )
@@ -29,7 +29,7 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
       literal-only (``meta['cfg']``), so ``tools/infer.py this.pth IMAGES`` needs no config.
     - ``finetune_<arch>.py`` (with ``distill_config``): distillation of the fixed hybrid from the teacher.
     """
-    build_args = {k: _plain(v) for k, v in supernet.build_args.items() if v is not None}
+    build_args = {k: _as_builtins(v) for k, v in supernet.build_args.items() if v is not None}
     if distill_config is not None:
         check_distill_teacher(Path(distill_config), build_args['model_name'])
     state = supernet.subnet_state_dict(arch)  # checks the arch; holds the subnet's spec
@@ -63,12 +63,13 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
     return paths
 
 
-def _plain(value):
+def _as_builtins(value):
     """``value`` as plain Python data (a config's ``ConfigDict`` of ``mixers`` as a dict), for weights-only loads."""
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _as_builtins(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value) if type(value) in (list, tuple) else [_plain(v) for v in value]
+        items = [_as_builtins(v) for v in value]
+        return type(value)(items) if type(value) in (list, tuple) else items
     return value
 
 
@@ -101,7 +102,8 @@ def _distill_settings(distill_config: Path) -> Tuple[list, Optional[dict], Dict[
     hooks = [h.to_dict() if isinstance(h, ConfigDict) else dict(h) for h in cfg.get('custom_hooks') or []
              if str(h.get('type')).split('.')[-1] != 'SupernetSamplerHook']
     wrapper = cfg.get('model_wrapper_cfg')
-    fsdp2 = _plain(dict(wrapper)) if wrapper and str(wrapper.get('type')).split('.')[-1] == 'FSDP2Wrapper' else None
+    fsdp2 = (_as_builtins(dict(wrapper)) if wrapper and str(wrapper.get('type')).split('.')[-1] == 'FSDP2Wrapper'
+             else None)
     student = cfg.get('model', {}).get('student') or {}
     switches = {k: student[k] for k in TRAINING_SWITCHES if k in student}
     return hooks, fsdp2, switches
