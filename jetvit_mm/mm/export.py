@@ -2,7 +2,7 @@
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Tuple
 
-from mmengine.config import Config
+from mmengine.config import Config, ConfigDict
 
 from jetvit_mm.models.arch import SPEC_KEY, SPEC_META_KEY, ArchSpec
 from jetvit_mm.models.checkpoints.integrity import atomic_write, save_checkpoint
@@ -96,8 +96,6 @@ def _distill_settings(distill_config: Path) -> Tuple[list, Optional[dict], Dict[
     """What the fine-tuning keeps of ``distill_config``: its custom hooks except :class:`SupernetSamplerHook` (one
     fixed arch samples no path), its FSDP2 wrapper if it has one (None: DDP), and the student's training switches
     (``grad_checkpointing``)."""
-    from mmengine.config import ConfigDict
-
     cfg = read_config(distill_config)
     hooks = [h.to_dict() if isinstance(h, ConfigDict) else dict(h) for h in cfg.get('custom_hooks') or []
              if str(h.get('type')).split('.')[-1] != 'SupernetSamplerHook']

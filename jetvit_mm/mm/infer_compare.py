@@ -74,10 +74,6 @@ def load_teacher(cfg: Config, checkpoint: str, device: str = 'cpu'):
         raise ValueError(f'{checkpoint} does not fit the model of {cfg.filename}: {error}') from None
 
 
-def _as_config(config) -> Config:
-    return read_config(config) if isinstance(config, str) else config
-
-
 def prepare(model, image: np.ndarray, name: Optional[str] = None) -> Dict[str, list]:
     """``image`` (BGR) through ``model``'s test pipeline: the batch of one that ``model.test_step`` takes; an OpenCV
     error of a step names ``name`` (the file), the image's size and the step."""
@@ -176,7 +172,8 @@ def run_compare(config: Optional[str], checkpoint: Optional[str], inputs: Sequen
                        paths, overwrite)
     models = {'hybrid': hybrid}
     if teacher_checkpoint is not None:
-        models = {'teacher': load_teacher(_as_config(cfg), teacher_checkpoint, device), 'hybrid': hybrid}
+        teacher_cfg = read_config(cfg) if isinstance(cfg, str) else cfg
+        models = {'teacher': load_teacher(teacher_cfg, teacher_checkpoint, device), 'hybrid': hybrid}
     palette = palette_of(hybrid)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, records = [], []

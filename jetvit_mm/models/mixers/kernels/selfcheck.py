@@ -56,15 +56,24 @@ def fast_path_ok(kernel: str, device: torch.device, dtype: torch.dtype, probe: P
     return problem is None
 
 
-def gradient_probe(attend: Callable[[torch.Tensor, str], torch.Tensor], qkv: torch.Tensor,
-                   path: str) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The gradient of ``qkv`` through ``attend(qkv, path)`` and through ``attend(qkv, 'torch')``, for one fixed
-    random output gradient: the probe of a fast path's backward (autograd enabled whatever the caller's mode)."""
+def mixer_probe(mixer: torch.nn.Module, attend: Callable[..., torch.Tensor], path: str, like: torch.Tensor,
+                grid_size: Tuple[int, int], most: Tuple[int, int], rope: Optional[torch.Tensor],
+                gradients: bool) -> Tuple[torch.Tensor, ...]:
+    """The probe of a mixer's fast path: ``attend(qkv, grid, rope, path)`` and ``attend(qkv, grid, rope, 'torch')``
+    on one small input like ``like`` (a grid of ``grid_size`` cut to ``most``, ``qkv`` from ``mixer.qkv``): their
+    outputs, or with ``gradients`` the gradients of ``qkv`` for one fixed random output gradient (autograd enabled
+    whatever the caller's mode)."""
+    grid = (min(grid_size[0], most[0]), min(grid_size[1], most[1]))
+    x = torch.randn(2, mixer.num_prefix_tokens + grid[0] * grid[1], like.shape[-1],
+                    generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
+    qkv, rope = mixer.qkv(x), None if rope is None else rope[:grid[0] * grid[1]]
+    if not gradients:
+        return attend(qkv, grid, rope, path), attend(qkv, grid, rope, 'torch')
     grads = []
     with torch.enable_grad():
         for run in (path, 'torch'):
             leaf = qkv.detach().requires_grad_()
-            out = attend(leaf, run)
+            out = attend(leaf, grid, rope, run)
             out_grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
             grads.append(torch.autograd.grad(out, leaf, out_grad)[0])
     return grads[0], grads[1]
