@@ -36,9 +36,9 @@ def _fast_kernels_pass_their_self_check():
     that force one on purpose forget the verdicts when they end."""
     yield
     selfcheck = sys.modules.get('jetvit_mm.models.mixers.kernels.selfcheck')
-    failed = [key for key, ok in getattr(selfcheck, '_VERDICTS', {}).items() if not ok]
+    failed = [key for key, ok in getattr(selfcheck, 'VERDICTS', {}).items() if not ok]
     if failed:
-        selfcheck.forget_verdicts()  # the next test checks afresh, so only this one is failed for it
+        selfcheck.VERDICTS.clear()  # the next test checks afresh, so only this one is failed for it
         pytest.fail(f'fast kernel(s) failed their self-check here and fell back to the torch path: '
                     f'{", ".join(f"{k} on {d} ({t})" for k, d, t in failed)} (the RuntimeWarning says why)',
                     pytrace=False)

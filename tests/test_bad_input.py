@@ -281,7 +281,7 @@ def test_legacy_checkpoints_pass_the_test_and_search_tools_checks(tmp_path):
     the content fingerprint) read a checkpoint's meta mapped: a legacy file is read whole instead of being refused."""
     from jetvit_mm.mm.checkpoint import check_checkpoint_fits
     from jetvit_mm.mm.search_identity import state_fingerprint
-    from jetvit_mm.mm.search_runner import build_downstream_model, saved_distill_objective
+    from jetvit_mm.mm.search_scoring import build_downstream_model, saved_distill_objective
     cfg = Config.fromfile(str(PROBE))
     model = build_downstream_model(cfg)
     path = tmp_path / 'legacy.pth'

@@ -18,20 +18,19 @@ from torch.utils._pytree import tree_leaves
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.mixers import WindowAttention
 from jetvit_mm.models.mixers import window as window_module
-from jetvit_mm.models.mixers.kernels import linear_fused, selfcheck, window_flex
+from jetvit_mm.models.mixers.kernels import linear_fused, window_flex
 from jetvit_mm.models.mixers.kernels.availability import flex_available
 from jetvit_mm.models.token_reduction import neighbour_index
+from jetvit_mm.process_state import reset_caches
 
 GRID = (5, 7)
 
 
 @pytest.fixture(autouse=True)
 def fresh_caches():
-    selfcheck.forget_verdicts()
-    window_flex._CACHE.clear()
+    reset_caches()
     yield
-    selfcheck.forget_verdicts()
-    window_flex._CACHE.clear()
+    reset_caches()
 
 
 def tiny_dinov3(**kwargs) -> JetViT:
@@ -83,7 +82,7 @@ def test_the_rope_cache_filled_under_inference_mode_serves_a_backward():
 
 def test_l_rotation_tables_and_clustering_indices_kept_under_inference_mode_are_plain():
     rope = tiny_dinov3().rope_embed(GRID)
-    linear_fused._TABLES.clear()
+    reset_caches()
     with torch.inference_mode():
         table = linear_fused.rotation_table(rope, 5, True)
         index = neighbour_index(3, 4, torch.device('cpu'))

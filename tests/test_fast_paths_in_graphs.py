@@ -23,9 +23,8 @@ import torch._dynamo
 
 from jetvit_mm.models.mixers import WindowAttention
 from jetvit_mm.models.mixers import window as window_module
-from jetvit_mm.models.mixers.kernels import window_flex
 from jetvit_mm.models.mixers.kernels.availability import flex_available
-from jetvit_mm.models.mixers.kernels.selfcheck import forget_verdicts
+from jetvit_mm.process_state import reset_caches
 
 from .conftest import HANG_GUARD_S, REPO
 
@@ -47,12 +46,10 @@ def mask_builds(monkeypatch) -> List[tuple]:
     monkeypatch.setattr(flex_attention, 'create_block_mask', counting)
     # the eager Flex path without inductor (FlexAttention's eager fallback: same values, no compile time)
     monkeypatch.setattr(window_module, 'compiled', lambda fn: fn)
-    window_flex._CACHE.clear()
-    forget_verdicts()  # a verdict on the compiled Flex path reached by another test does not hold for the eager one
+    reset_caches()  # a verdict on the compiled Flex path reached by another test does not hold for the eager one
     torch._dynamo.reset()
     yield calls
-    window_flex._CACHE.clear()
-    forget_verdicts()
+    reset_caches()
     torch._dynamo.reset()
 
 

@@ -20,6 +20,7 @@ from jetvit_mm.benchmark import kernel_check
 from jetvit_mm.benchmark.kernel_check import Case, compare, run_case, run_checks
 from jetvit_mm.models.mixers import linear as linear_module
 from jetvit_mm.models.mixers.kernels.availability import compile_available
+from jetvit_mm.process_state import reset_caches
 
 from .conftest import HANG_GUARD_S
 
@@ -163,7 +164,7 @@ def test_a_case_whose_fast_path_fell_back_fails(monkeypatch):
     result = run_case(l_case(), torch.device('cpu'))
     assert result['err'] == 0 and not result['ok']  # the torch path against itself
     assert result['paths'] == ['L:torch']
-    kernel_check.selfcheck.forget_verdicts()  # forced on purpose (tests/conftest.py fails a test that leaves one)
+    reset_caches()  # forced on purpose (tests/conftest.py fails a test that leaves one)
     assert "L ran the 'torch' path, not 'compile'" in result['error']
     assert "self-check of 'compile' failed on cpu (torch.float32)" in result['error']
 
@@ -205,7 +206,7 @@ def test_fp32_cases_run_without_tf32_and_it_is_restored(monkeypatch):
         assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-        kernel_check.selfcheck.forget_verdicts()  # the uncompiled formulation's bf16 verdict is not under test here
+        reset_caches()  # the uncompiled formulation's bf16 verdict is not under test here
     assert seen == [(False, False), (True, True)]
 
 
@@ -216,11 +217,11 @@ def test_each_case_is_reported_as_it_ends_and_starts_afresh(monkeypatch):
     reported = []
 
     def report(result):  # called as the case ends, before the next starts
-        reported.append((result['name'], dict(kernel_check.selfcheck._VERDICTS)))
-        kernel_check.selfcheck._VERDICTS[('compile', 'cpu', torch.float32)] = False  # would fail the next case
+        reported.append((result['name'], dict(kernel_check.selfcheck.VERDICTS)))
+        kernel_check.selfcheck.VERDICTS[('compile', 'cpu', torch.float32)] = False  # would fail the next case
 
     results = run_checks(torch.device('cpu'), dtypes=('fp32',), quick=True, report=report)
-    kernel_check.selfcheck.forget_verdicts()  # the last poisoned verdict, left by the report itself
+    reset_caches()  # the last poisoned verdict, left by the report itself
     assert [name for name, _ in reported] == [r['name'] for r in results] and len(results) == 3
     assert reported[0][1] == {('compile', 'cpu', torch.float32): True}  # the L case's own verdict
     assert all(r['ok'] for r in results), [r.get('error') for r in results]

@@ -216,7 +216,7 @@ def test_exported_hybrid_with_head_carries_its_config(images, runner_checkpoint,
 
     from jetvit_mm.mm.checkpoint import load_local_checkpoint
     from jetvit_mm.mm.export import export_hybrid
-    from jetvit_mm.mm.search_runner import backbone_args
+    from jetvit_mm.mm.search_scoring import backbone_args
     from jetvit_mm.models.checkpoint.config_text import literal_assignments
     from jetvit_mm.models.supernet import JetViTSupernet
 

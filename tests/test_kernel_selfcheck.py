@@ -6,19 +6,22 @@ import warnings
 import pytest
 import torch
 
+from jetvit_mm.models import token_reduction
 from jetvit_mm.models.mixers import LinearAttention, WindowAttention
 from jetvit_mm.models.mixers import linear as linear_module
 from jetvit_mm.models.mixers import window as window_module
 from jetvit_mm.models.mixers.kernels import selfcheck
+from jetvit_mm.models.token_reduction import neighbour_index
+from jetvit_mm.process_state import reset_caches, set_switch
 
 GRID = (6, 9)
 
 
 @pytest.fixture(autouse=True)
 def fresh_verdicts():
-    selfcheck.forget_verdicts()
+    reset_caches()
     yield
-    selfcheck.forget_verdicts()
+    reset_caches()
 
 
 def pair(cls, kernel: str, **options):
@@ -95,5 +98,14 @@ def test_a_correct_kernel_passes_silently_and_runs():
     with warnings.catch_warnings():
         warnings.simplefilter('error', RuntimeWarning)
         out = run(fast, x)
-    assert selfcheck._VERDICTS == {('compile', 'cpu', torch.float32): True}
+    assert selfcheck.VERDICTS == {('compile', 'cpu', torch.float32): True}
     torch.testing.assert_close(out, run(reference, x), rtol=1e-5, atol=1e-5 * out.abs().max().item())
+
+
+def test_one_reset_empties_the_kernel_caches_and_an_unknown_switch_is_refused():
+    selfcheck.VERDICTS[('compile', 'cpu', torch.float32)] = True
+    neighbour_index(2, 3, torch.device('cpu'))
+    reset_caches()
+    assert not selfcheck.VERDICTS and token_reduction._kept_neighbour_index.cache_info().currsize == 0
+    with pytest.raises(ValueError, match="unknown switch 'fixed_grids'; valid: fixed_grid, group_torn_down"):
+        set_switch('fixed_grids', True)

@@ -26,8 +26,8 @@ import torch
 
 from jetvit_mm.models.mixers import LinearAttention
 from jetvit_mm.models.mixers import linear as linear_module
-from jetvit_mm.models.mixers.kernels import selfcheck
 from jetvit_mm.models.mixers.kernels.linear_fused import rotation_table
+from jetvit_mm.process_state import reset_caches
 
 from .conftest import HANG_GUARD_S, REPO
 
@@ -147,7 +147,7 @@ def training_case(dtype_name: str, layout: str, prefix: int, conv: str) -> None:
 def broken_backward_case() -> None:
     """A Triton backward that doubles every gradient: the self-check warns once, naming it, and the torch path's
     gradients come out."""
-    selfcheck.forget_verdicts()
+    reset_caches()
     from jetvit_mm.models.mixers.kernels.linear_triton import conv_arguments
     from jetvit_mm.models.mixers.kernels.linear_triton_bwd import TritonLinearAttention
 
@@ -177,7 +177,7 @@ def broken_backward_case() -> None:
         assert all(torch.equal(got[n], expected[n]) and torch.equal(again[n], expected[n]) for n in expected)
     finally:
         linear_module.trainable_triton_linear_attention = trainable
-        selfcheck.forget_verdicts()
+        reset_caches()
 
 
 CHECKS: Dict[str, Callable[[], None]] = {

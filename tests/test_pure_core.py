@@ -13,7 +13,7 @@ from .conftest import HANG_GUARD_S, REPO
 
 PACKAGE = REPO / 'jetvit_mm'
 OPENMMLAB = ('mmengine', 'mmcv', 'mmseg', 'mmdet')
-PURE = ('models', 'search', 'distill', 'benchmark', 'depth', 'deploy', 'visual')
+PURE = ('models', 'search', 'distill', 'benchmark', 'depth', 'deploy', 'visual', 'process_state')
 
 BLOCKED_RUN = r'''
 import importlib.abc, os, pickle, sys, warnings

@@ -11,7 +11,7 @@ import torch
 from mmengine.config import Config
 
 from jetvit_mm.mm import load_local_checkpoint
-from jetvit_mm.mm.search_runner import backbone_args, check_metric, load_supernet
+from jetvit_mm.mm.search_scoring import backbone_args, check_metric, load_supernet
 from jetvit_mm.models import JetViT
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.search import search_step1, search_step2, step1_moves, step2_moves
@@ -325,7 +325,7 @@ def test_search_refuses_a_config_whose_mixers_differ_from_the_distillation(pipel
 
 def test_distill_loss_score_uses_the_distillation_runs_objective(tmp_path):
     """--metric distill_loss scores with the loss, loss options and layers the supernet was distilled with."""
-    from jetvit_mm.mm.search_runner import DEFAULT_DISTILL_OBJECTIVE, saved_distill_objective
+    from jetvit_mm.mm.search_scoring import DEFAULT_DISTILL_OBJECTIVE, saved_distill_objective
     cfg = ("model = dict(type='FeatureDistiller', loss='activation', loss_cfg=dict(max_tokens=64), "
            "distill_indices=(0, -1), teacher=dict(type='JetViT'))\n")
     torch.save({'state_dict': {}, 'meta': {'cfg': cfg}}, tmp_path / 'run.pth')

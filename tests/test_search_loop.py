@@ -5,8 +5,8 @@ import pytest
 from mmengine.registry import LOOPS, DefaultScope
 
 import jetvit_mm.mm  # noqa: F401  (registers the loop)
-from jetvit_mm.mm import search_runner
-from jetvit_mm.mm.search_runner import check_metric
+from jetvit_mm.mm import search_scoring
+from jetvit_mm.mm.search_scoring import check_metric
 
 IOU = dict(type='IoUMetric', iou_metrics=['mIoU', 'mFscore'])
 
@@ -33,4 +33,4 @@ def test_metric_direction_is_mmengines_rule_or_the_configs():
 
 
 def test_no_hand_kept_direction_table_nor_dead_helper():
-    assert not hasattr(search_runner, 'METRIC_DIRECTIONS') and not hasattr(search_runner, 'signed')
+    assert not hasattr(search_scoring, 'METRIC_DIRECTIONS') and not hasattr(search_scoring, 'signed')

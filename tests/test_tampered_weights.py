@@ -58,7 +58,7 @@ def checkpoints(tmp_path_factory) -> dict:
     config's backbone, each written with its digest, and each with one tensor byte flipped."""
     from mmengine.config import Config
 
-    from jetvit_mm.mm.search_runner import backbone_args
+    from jetvit_mm.mm.search_scoring import backbone_args
     from jetvit_mm.models import JetViT
     from jetvit_mm.models.supernet import JetViTSupernet
 

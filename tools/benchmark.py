@@ -212,9 +212,9 @@ def run_distill_kernels(args: argparse.Namespace) -> dict:
 
 def backbone_from_config(path: str) -> dict:
     """JetViT keyword arguments of a config's ``model.backbone`` (or a distiller's ``model.student``)."""
-    from mmengine.config import Config
+    from jetvit_mm.mm.launch import read_config
 
-    model = Config.fromfile(path).model
+    model = read_config(path).model
     backbone = model.get('backbone') or model.get('student')
     if backbone is None:
         raise ValueError(f'{path}: model has neither a backbone nor a student to benchmark')
@@ -232,9 +232,9 @@ def head_from_args(args: argparse.Namespace, model_name: str) -> Optional[Dict[s
         return None
     head = None
     if args.config:
-        from mmengine.config import Config
+        from jetvit_mm.mm.launch import read_config
 
-        head = Config.fromfile(args.config).model.get('decode_head')
+        head = read_config(args.config).model.get('decode_head')
         if head is not None and str(head.get('type', '')).split('.')[-1] != 'DPTDepthHead':
             raise ValueError(f'--head dpt: {args.config} has a {head.get("type")} decode head, not a DPTDepthHead')
     return dpt_widths(head, model_name)
@@ -280,10 +280,8 @@ def run_plot(args: argparse.Namespace) -> dict:
 
 def run_plan(args: argparse.Namespace) -> dict:
     """The memory plan of each config (jetvit_mm/mm/memory_plan.py)."""
-    from mmengine.config import Config
-
-    import jetvit_mm.mm  # noqa: F401
     from jetvit_mm.benchmark.planner import GIB, TABLE_HEADER, format_plan
+    from jetvit_mm.mm.launch import read_config
     from jetvit_mm.mm.memory_plan import config_settings, plan_config
 
     plans = []
@@ -291,7 +289,7 @@ def run_plan(args: argparse.Namespace) -> dict:
           'GPU; ckpt = per-block activation checkpointing)')
     print(TABLE_HEADER)
     for path in args.config:
-        cfg = Config.fromfile(path)
+        cfg = read_config(path)
         try:
             settings = config_settings(cfg)
             batch, size = args.batch or settings['batch'], args.size or settings['size']

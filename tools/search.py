@@ -34,7 +34,7 @@ from mmengine.config import Config, DictAction
 from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs, finite, integer, positive
 from jetvit_mm.cli import count as count_arg
 from jetvit_mm.mm.launch import LAUNCHERS, build_runner, process_group_teardown, read_config, run_main
-from jetvit_mm.mm.search_runner import declared_letters
+from jetvit_mm.mm.search_scoring import declared_letters
 from jetvit_mm.processes import die_with_parent, work_dir_lock
 from jetvit_mm.search.latency import read_latency_table
 

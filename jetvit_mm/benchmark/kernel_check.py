@@ -34,7 +34,8 @@ from torch import nn
 
 from jetvit_mm.dtypes import to_dtype
 from jetvit_mm.models.mixers import LinearAttention, WindowAttention, default_mixers
-from jetvit_mm.models.mixers.kernels import available_kernels, linear_fused, selfcheck, window_flex
+from jetvit_mm.models.mixers.kernels import available_kernels, selfcheck
+from jetvit_mm.process_state import reset_caches
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps
 CONVS = ('squeeze', 'static', 'token', 'none')
@@ -262,9 +263,7 @@ def tf32_off(dtype: str) -> Iterator[None]:
 def fresh_state() -> None:
     """A case starts as in a fresh process: no self-check verdicts, no kept block masks or RoPE tables, and dynamo
     reset (its recompile limit, 8 per function, counted across cases made later cases run eagerly, unnoticed)."""
-    selfcheck.forget_verdicts()
-    window_flex._CACHE.clear()
-    linear_fused._TABLES.clear()
+    reset_caches()
     torch._dynamo.reset()
 
 
@@ -309,7 +308,7 @@ def mixer_paths(module: nn.Module) -> List[Tuple[str, str, bool]]:
         for key, path in (m._kernel_paths.items() if letter else ()):
             device, dtype, grad = str(key[1]), key[2], key[3]
             checks = [path] + ([f'{path} backward'] if grad else [])
-            fell_back = any(selfcheck._VERDICTS.get((c, device, dtype)) is False for c in checks)
+            fell_back = any(selfcheck.VERDICTS.get((c, device, dtype)) is False for c in checks)
             ran.append((letter, 'torch' if path != 'torch' and fell_back else path, grad))
     return ran
 
@@ -325,7 +324,7 @@ def path_problems(case: Case, fast: nn.Module, device_type: str) -> List[str]:
         want = case.kernel if case.kernel != 'auto' else AUTO_PATHS.get(device_type, {}).get(letter)
         if want is not None and path != want:
             problems.add(f'{letter} ran the {path!r} path{" (with grad)" if grad else ""}, not {want!r}')
-    problems.update(f'self-check of {k[0]!r} failed on {k[1]} ({k[2]})' for k, ok in selfcheck._VERDICTS.items()
+    problems.update(f'self-check of {k[0]!r} failed on {k[1]} ({k[2]})' for k, ok in selfcheck.VERDICTS.items()
                     if not ok)
     return sorted(problems)
 

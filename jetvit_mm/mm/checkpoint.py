@@ -147,16 +147,16 @@ def saved_model_config(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 PLAIN_BUFFER = 'history_buffer'  # the key marking a HistoryBuffer written as plain data
 
 
-def _plain(value: Any) -> Any:
+def _without_numpy(value: Any) -> Any:
     """``value`` with numpy scalars and arrays (in dicts, lists, tuples) as Python numbers and lists."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, dict):
-        return type(value)((k, _plain(v)) for k, v in value.items())
+        return type(value)((k, _without_numpy(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value)
+        return type(value)(_without_numpy(v) for v in value)
     return value
 
 
@@ -171,11 +171,11 @@ def plain_message_hub(checkpoint: Dict[str, Any]) -> None:
     scalars = hub.get('log_scalars')
     if isinstance(scalars, dict):
         hub['log_scalars'] = type(scalars)(
-            (key, {PLAIN_BUFFER: True, 'log_history': _plain(buf._log_history),
-                   'count_history': _plain(buf._count_history), 'max_length': int(buf.max_length)})
+            (key, {PLAIN_BUFFER: True, 'log_history': _without_numpy(buf._log_history),
+                   'count_history': _without_numpy(buf._count_history), 'max_length': int(buf.max_length)})
             if isinstance(buf, HistoryBuffer) else (key, buf) for key, buf in scalars.items())
     if isinstance(hub.get('runtime_info'), dict):
-        hub['runtime_info'] = _plain(hub['runtime_info'])
+        hub['runtime_info'] = _without_numpy(hub['runtime_info'])
 
 
 def restore_message_hub(checkpoint: Dict[str, Any]) -> None:

@@ -2,14 +2,15 @@
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Tuple
 
-from mmengine.config import Config
+from mmengine.config import Config, ConfigDict
 
 from jetvit_mm.jsonio import atomic_write
 from jetvit_mm.models.checkpoint import read, save
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from .checkpoint import export_config_text
-from .search_runner import build_downstream_model, load_downstream_heads, load_supernet
+from .launch import read_config
+from .search_scoring import build_downstream_model, load_downstream_heads, load_supernet
 
 # the student's training switches that a fine-tuning keeps from the distillation config
 TRAINING_SWITCHES = ('grad_checkpointing', )
@@ -27,7 +28,7 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
       literal-only (``meta['cfg']``), so ``tools/infer.py this.pth IMAGES`` needs no config.
     - ``finetune_<arch>.py`` (with ``distill_config``): distillation of the fixed hybrid from the teacher.
     """
-    build_args = {k: _plain(v) for k, v in supernet.build_args.items() if v is not None}
+    build_args = {k: _as_builtins(v) for k, v in supernet.build_args.items() if v is not None}
     if distill_config is not None:
         check_distill_teacher(Path(distill_config), build_args['model_name'])
     state = supernet.subnet_state_dict(arch)  # checks the arch; holds the subnet's spec
@@ -60,12 +61,13 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
     return paths
 
 
-def _plain(value):
+def _as_builtins(value):
     """``value`` as plain Python data (a config's ``ConfigDict`` of ``mixers`` as a dict), for weights-only loads."""
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _as_builtins(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value) if type(value) in (list, tuple) else [_plain(v) for v in value]
+        items = [_as_builtins(v) for v in value]
+        return type(value)(items) if type(value) in (list, tuple) else items
     return value
 
 
@@ -82,9 +84,7 @@ def export_from_checkpoint(cfg: Config, checkpoint: str, arch: str, out_dir: Pat
 
 def check_distill_teacher(distill_config: Path, model_name: str) -> None:
     """The fine-tuning config distils from ``distill_config``'s teacher: it must be the searched model's teacher."""
-    from mmengine.config import Config
-
-    teacher = Config.fromfile(distill_config).get('model', {}).get('teacher') or {}
+    teacher = read_config(distill_config).get('model', {}).get('teacher') or {}
     if teacher.get('model_name', model_name) != model_name:
         raise ValueError(f'--distill-config {distill_config} distils from a {teacher["model_name"]} teacher, but the '
                          f'searched supernet is a {model_name}: pass the distillation config of {model_name}')
@@ -94,13 +94,12 @@ def _distill_settings(distill_config: Path) -> Tuple[list, Optional[dict], Dict[
     """What the fine-tuning keeps of ``distill_config``: its custom hooks except :class:`SupernetSamplerHook` (one
     fixed arch samples no path), its FSDP2 wrapper if it has one (None: DDP), and the student's training switches
     (``grad_checkpointing``)."""
-    from mmengine.config import Config, ConfigDict
-
-    cfg = Config.fromfile(distill_config)
+    cfg = read_config(distill_config)
     hooks = [h.to_dict() if isinstance(h, ConfigDict) else dict(h) for h in cfg.get('custom_hooks') or []
              if str(h.get('type')).split('.')[-1] != 'SupernetSamplerHook']
     wrapper = cfg.get('model_wrapper_cfg')
-    fsdp2 = _plain(dict(wrapper)) if wrapper and str(wrapper.get('type')).split('.')[-1] == 'FSDP2Wrapper' else None
+    fsdp2 = (_as_builtins(dict(wrapper)) if wrapper and str(wrapper.get('type')).split('.')[-1] == 'FSDP2Wrapper'
+             else None)
     student = cfg.get('model', {}).get('student') or {}
     switches = {k: student[k] for k in TRAINING_SWITCHES if k in student}
     return hooks, fsdp2, switches

@@ -42,6 +42,7 @@ from .infer import (
     write_image,
     write_prediction,
 )
+from .launch import read_config
 
 __all__ = ['load_teacher', 'run_compare', 'teacher_config']
 
@@ -70,10 +71,6 @@ def load_teacher(cfg: Config, checkpoint: str, device: str = 'cpu'):
         if str(error).startswith(str(checkpoint)):
             raise
         raise ValueError(f'{checkpoint} does not fit the model of {cfg.filename}: {error}') from None
-
-
-def _as_config(config) -> Config:
-    return Config.fromfile(config) if isinstance(config, str) else config
 
 
 def prepare(model, image: np.ndarray, name: Optional[str] = None) -> Dict[str, list]:
@@ -174,7 +171,8 @@ def run_compare(config: Optional[str], checkpoint: Optional[str], inputs: Sequen
                        paths, overwrite)
     models = {'hybrid': hybrid}
     if teacher_checkpoint is not None:
-        models = {'teacher': load_teacher(_as_config(cfg), teacher_checkpoint, device), 'hybrid': hybrid}
+        teacher_cfg = read_config(cfg) if isinstance(cfg, str) else cfg
+        models = {'teacher': load_teacher(teacher_cfg, teacher_checkpoint, device), 'hybrid': hybrid}
     palette = palette_of(hybrid)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, records = [], []

@@ -21,6 +21,7 @@ from mmengine.utils import import_modules_from_strings
 from jetvit_mm.cli import check_inputs, check_outputs, integer
 from jetvit_mm.jsonio import write_json_atomic
 from jetvit_mm.models.checkpoint import read
+from jetvit_mm.process_state import set_switch, switch
 
 from .checkpoint import check_checkpoint_fits
 
@@ -74,9 +75,9 @@ def check_option_keys(cfg: Config, cfg_options: dict, path: str) -> None:
 
 
 def read_config(path: str, cfg_options: Optional[dict] = None) -> Config:
-    """The one way the tools read a config: ``path`` with ``--cfg-options`` applied (a top-level key it lacks is
-    refused: :func:`check_option_keys`), its ``custom_imports`` (the plugin, a plugin's mixers) imported, also those
-    the options name."""
+    """The one way jetvit_mm and its tools read a config: ``path`` with ``--cfg-options`` applied (a top-level key
+    it lacks is refused: :func:`check_option_keys`), its ``custom_imports`` (the plugin, a plugin's mixers) imported,
+    also those the options name."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'config file not found: {path}')
     cfg = Config.fromfile(path)
@@ -98,9 +99,6 @@ def load_config(args: argparse.Namespace) -> Config:
     return cfg
 
 
-_TORN_DOWN = []  # True once process_group_teardown has destroyed a group in this process
-
-
 @contextlib.contextmanager
 def process_group_teardown() -> Iterator[None]:
     """Destroy the default process group when the block ends, on success and on error, whoever started it (the CPU
@@ -117,7 +115,7 @@ def process_group_teardown() -> Iterator[None]:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             gc.collect()
             torch.distributed.destroy_process_group()
-            _TORN_DOWN.append(True)
+            set_switch('group_torn_down', True)
 
 
 def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit) -> None:
@@ -128,9 +126,9 @@ def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit
     the interpreter finalizes cannot take the GIL and aborts the rank ("terminate called without an active
     exception", SIGABRT; seen in 4 of about 300 two-rank CPU runs under load, after every checkpoint was written).
     Errors propagate as usual; a run without a group exits as usual."""
-    _TORN_DOWN.clear()
+    set_switch('group_torn_down', False)
     main()
-    if _TORN_DOWN:
+    if switch('group_torn_down'):
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             stream.flush()

@@ -1,13 +1,13 @@
 """The module an mmseg / mmdet config's model exports to ONNX: its JetViT backbone, with or without its head."""
 from typing import Optional, Tuple
 
-from mmengine.config import Config
 from mmengine.registry import DefaultScope
 from torch import nn
 
 from jetvit_mm.deploy import ExportModule
 from jetvit_mm.models.jetvit import JetViT
 
+from .launch import read_config
 from .registry import MODELS
 
 PARTS = ('model', 'backbone')
@@ -33,7 +33,7 @@ def export_parts(model: nn.Module, part: str = 'model') -> Tuple[nn.Module, Opti
 def build_export_module(config: str, checkpoint: Optional[str], part: str = 'model') -> Tuple[ExportModule, int]:
     """The config's model with the checkpoint's weights (strict: every key must fit), as an :class:`ExportModule`,
     and the backbone's patch size."""
-    cfg = Config.fromfile(config)  # imports custom_imports (jetvit_mm.mm: the weights-only loader)
+    cfg = read_config(config)
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmseg')):
         model = MODELS.build(cfg.model)
     if checkpoint is not None:

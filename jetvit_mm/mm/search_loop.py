@@ -26,8 +26,8 @@ from jetvit_mm.search.state import write_json_atomic
 
 from .export import export_hybrid
 from .search_identity import IDENTITY_NAMES, agreed_identity, search_identity, val_content_fingerprint
-from .search_runner import (
-    ArchScorer,
+from .search_scoring import (
+    DownstreamScorer,
     config_metric_direction,
     declared_letters,
     default_thresholds,
@@ -123,18 +123,18 @@ class JetViTSearchLoop(BaseLoop):
                        device=str(self.device))
         return {f'option.{k}': v for k, v in options.items()}
 
-    def _scorer(self, supernet, teacher) -> ArchScorer:
+    def _scorer(self, supernet, teacher) -> DownstreamScorer:
         """The runner's downstream model (its heads from ``head_checkpoint``) around each scored arch."""
         cfg = self.runner.cfg
         model = self.runner.model.module if is_model_wrapper(self.runner.model) else self.runner.model
         name = Path(cfg.filename).name if cfg.filename else 'the config'
         model = prepare_downstream_model(model, teacher, self.settings.metric, self.head_checkpoint, name)
         objective = saved_distill_objective(self.checkpoint)
-        return ArchScorer(model, self.dataloader, self.evaluator, supernet, teacher, self.settings.metric,
+        return DownstreamScorer(model, self.dataloader, self.evaluator, supernet, teacher, self.settings.metric,
                           device=self.device, distill_objective=objective,
                           scope=cfg.get('default_scope') or 'mmseg')
 
-    def _latency(self, scorer: ArchScorer,
+    def _latency(self, scorer: DownstreamScorer,
                  given: Optional[Tuple[Dict[str, float], Optional[list]]]) -> Tuple[Dict[str, float], tuple]:
         """The latency table and its input size: the given table, else measured by rank 0 (cached in the work dir)
         and sent to every process, so that every rank costs archs alike."""

@@ -11,14 +11,13 @@ from typing import Iterator
 
 import torch
 
+from jetvit_mm.process_state import set_switch, switch
+
 LEGACY_EXPORT_ERROR = (
     'the TorchScript-based ONNX exporter (torch.onnx.export(..., dynamo=False)) cannot export a JetViT: it records the '
     'patch grid as constants (RoPE, position embeddings and windows would only be right at the export size) and it '
     'mistranslates the W layers\' window copies (wrong values even at the export size). Use torch.onnx.export(..., '
     'dynamo=True) with dynamic_shapes, or tools/export_onnx.py (dynamic batch, height and width)')
-
-
-_FIXED_GRID = [False]  # set by fixed_grid_export() for the export it wraps
 
 
 def exporting() -> bool:
@@ -37,7 +36,7 @@ def exporting_symbolic_grid() -> bool:
     """True while ``torch.export`` traces the model with a symbolic shape (any batch and input size): what the W
     layers ask before replacing their windows by a masked full attention, and the squeeze conv before replacing its
     grouped conv by shifted products. False under :func:`fixed_grid_export`."""
-    return exporting() and not _FIXED_GRID[0]
+    return exporting() and not switch('fixed_grid')
 
 
 @contextlib.contextmanager
@@ -45,11 +44,11 @@ def fixed_grid_export() -> Iterator[None]:
     """An export at one input shape (static batch, height and width): the W layers keep their windows (the number of
     windows is a constant of the graph), so an exported W costs window attention, not full attention, and the squeeze
     conv is one grouped conv (its group count, batch x channels, a constant), not ``k * k`` shifted products."""
-    previous, _FIXED_GRID[0] = _FIXED_GRID[0], True
+    previous = set_switch('fixed_grid', True)
     try:
         yield
     finally:
-        _FIXED_GRID[0] = previous
+        set_switch('fixed_grid', previous)
 
 
 def check_not_legacy_onnx_export() -> None:

@@ -18,7 +18,7 @@ from .kernels import (
     triton_linear_attention,
 )
 from .kernels.linear_triton_bwd import trainable_triton_linear_attention
-from .kernels.selfcheck import checked_path, gradient_probe
+from .kernels.selfcheck import checked_path, mixer_probe
 from .rope import apply_rope_table, check_num_tokens, check_rope, rope_table
 from .squeeze_conv import SqueezeDynamicConv, StaticDepthwiseConv, build_value_conv, squeeze_conv_tokens
 
@@ -159,8 +159,8 @@ class LinearAttention(TokenMixer):
         key = (self.kernel, x.device, x.dtype, grad, x.numel() >= AUTO_COMPILE_MIN_ELEMENTS)
         path = resolve_once(self._kernel_paths, key, lambda: select_linear_kernel(
             self.kernel, x.device, x.numel(), grad, trainable_triton=self.focusing is None))
-        return checked_path(path, x.device, x.dtype, grad,
-                            lambda gradients: self.self_check_outputs(path, x, grid_size, rope, gradients=gradients))
+        return checked_path(path, x.device, x.dtype, grad, lambda gradients: mixer_probe(  # an odd grid, <= 5 x 7
+            self, lambda *args: self.attend(*args, x.dtype), path, x, grid_size, (5, 7), rope, gradients))
 
     def attend(self, qkv_flat: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor],
                path: str, dtype: torch.dtype) -> torch.Tensor:
@@ -211,21 +211,6 @@ class LinearAttention(TokenMixer):
         if self.conv is None:
             return out
         return out + F.pad(self.value_conv(v, grid_size).to(x.dtype), (0, 0, P, 0))
-
-    def self_check_outputs(self, path: str, like: torch.Tensor, grid_size: Tuple[int, int],
-                           rope: Optional[torch.Tensor], gradients: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
-        """``path`` and the torch path on one small input like ``like`` (an odd grid of at most 5 x 7 tokens), for
-        :func:`~jetvit_mm.models.mixers.kernels.selfcheck.fast_path_ok`: their outputs, or with ``gradients`` the
-        gradients of the attention's input (``qkv``)."""
-        grid = (min(grid_size[0], 5), min(grid_size[1], 7))
-        x = torch.randn(2, self.num_prefix_tokens + grid[0] * grid[1], like.shape[-1],
-                        generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
-        qkv_flat = self.qkv(x)
-        small_rope = None if rope is None else rope[:grid[0] * grid[1]]
-        if gradients:
-            return gradient_probe(lambda qkv, p: self.attend(qkv, grid, small_rope, p, like.dtype), qkv_flat, path)
-        return (self.attend(qkv_flat, grid, small_rope, path, like.dtype),
-                self.attend(qkv_flat, grid, small_rope, 'torch', like.dtype))
 
     def kernel_conv_weights(self) -> Optional[tuple]:
         """The conv term's weights for the Triton kernels to compute it themselves (``('static', weight)`` or

@@ -17,7 +17,7 @@ from .kernels import (
     resolve_once,
     select_window_kernel,
 )
-from .kernels.selfcheck import checked_path, gradient_probe
+from .kernels.selfcheck import checked_path, mixer_probe
 from .kernels.window_compiled import padded_window_attention
 from .kernels.window_flex import window_block_mask
 from .rope import check_num_tokens, rotate_query_key
@@ -140,8 +140,9 @@ class WindowAttention(TokenMixer):
         key = (self.kernel, x.device, x.dtype, grad, dropout, x.numel() >= AUTO_COMPILE_MIN_ELEMENTS)
         path = resolve_once(self._kernel_paths, key, lambda: select_window_kernel(
             self.kernel, x.device, x.numel(), grad, dropout))
+        most = (self.window_size + 1, self.window_size + 3)  # a few windows
         return checked_path(path, x.device, x.dtype, grad,
-                            lambda gradients: self.self_check_outputs(path, x, grid_size, rope, gradients=gradients))
+                            lambda gradients: mixer_probe(self, self.attend, path, x, grid_size, most, rope, gradients))
 
     def attend(self, qkv: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor],
                path: str) -> torch.Tensor:
@@ -158,17 +159,3 @@ class WindowAttention(TokenMixer):
             padded = padded_window_attention if torch.compiler.is_compiling() else compiled(padded_window_attention)
             return padded(*args)
         return window_attention(*args, dropout_p=self.attn_drop.p if self.training else 0.)
-
-    def self_check_outputs(self, path: str, like: torch.Tensor, grid_size: Tuple[int, int],
-                           rope: Optional[torch.Tensor], gradients: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
-        """``path`` and the torch path on one small input like ``like`` (a grid of a few windows, at most the real
-        grid), for :func:`~jetvit_mm.models.mixers.kernels.selfcheck.fast_path_ok`: their outputs, or with
-        ``gradients`` the gradients of the attention's input (``qkv``)."""
-        grid = (min(grid_size[0], self.window_size + 1), min(grid_size[1], self.window_size + 3))
-        x = torch.randn(2, self.num_prefix_tokens + grid[0] * grid[1], like.shape[-1],
-                        generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
-        qkv = self.qkv(x)
-        small_rope = None if rope is None else rope[:grid[0] * grid[1]]
-        if gradients:
-            return gradient_probe(lambda leaf, p: self.attend(leaf, grid, small_rope, p), qkv, path)
-        return self.attend(qkv, grid, small_rope, path), self.attend(qkv, grid, small_rope, 'torch')

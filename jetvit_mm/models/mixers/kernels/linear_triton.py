@@ -23,17 +23,17 @@ GENERATOR_BLOCK_IN, GENERATOR_BLOCK_OUT, GENERATOR_TILES = 64, 64, 16  # the squ
 PROGRAMS_PER_SM = 4  # K/V pass: split the tokens so that the grid fills the GPU this many times over
 CONV_KINDS = ('static', 'squeeze')
 OP_NAME = 'jetvit::linear_attention_triton'
-_loaded = {}
+_loaded = {}  # kernels module -> (the interpreter mode it was built in, the module)
 
 
-def _kernels():
-    """The kernels module, built in the current interpreter mode (TRITON_INTERPRET is read when kernels are built)."""
-    mode = triton_interpreting()
-    if _loaded.get('mode') is not mode:
-        name = f'{__package__}.linear_triton_kernels'
-        module = importlib.import_module(name)
-        _loaded.update(mode=mode, module=importlib.reload(module) if 'module' in _loaded else module)
-    return _loaded['module']
+def _kernels(name: str = 'linear_triton_kernels'):
+    """The kernels module ``name`` of this package, built in the current interpreter mode (TRITON_INTERPRET is read
+    when kernels are built)."""
+    mode, found = triton_interpreting(), _loaded.get(name)
+    if found is None or found[0] is not mode:
+        module = importlib.import_module(f'{__package__}.{name}')
+        _loaded[name] = mode, importlib.reload(module) if found else module
+    return _loaded[name][1]
 
 
 def _launcher(kernel):

@@ -2,7 +2,6 @@
 Function that trains through the fused Triton kernels: forward :func:`~.linear_triton.triton_linear_attention`,
 backward three kernel launches (recompute ``S`` and ``z`` from K and V; Q's gradient with the partial ``dS``, ``dz``;
 K's and V's gradients). ReLU features only (FLatten's focused ReLU trains on the torch path)."""
-import importlib
 import math
 from typing import Optional, Tuple
 
@@ -12,18 +11,11 @@ import torch.nn.functional as F
 from .availability import triton_interpreting
 from .linear_triton import BLOCK_N, _kernels, _splits, conv_arguments, launch_linear_attention
 
-_loaded = {}
-
 
 def _backward_kernels():
     """The backward kernels module, built in the current interpreter mode (after the forward kernels it uses)."""
     _kernels()
-    mode = triton_interpreting()
-    if _loaded.get('mode') is not mode:
-        name = f'{__package__}.linear_triton_bwd_kernels'
-        module = importlib.import_module(name)
-        _loaded.update(mode=mode, module=importlib.reload(module) if 'module' in _loaded else module)
-    return _loaded['module']
+    return _kernels('linear_triton_bwd_kernels')
 
 
 def _flags(qkv: torch.Tensor, num_heads: int, head_dim: int, table: Optional[torch.Tensor],

@@ -11,8 +11,8 @@ from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
-# (kernel, device, dtype) -> whether the fast path agreed with the torch path
-_VERDICTS: Dict[Tuple[str, str, torch.dtype], bool] = {}
+# (kernel, device, dtype) -> whether the fast path agreed with the torch path (process_state.reset_caches empties)
+VERDICTS: Dict[Tuple[str, str, torch.dtype], bool] = {}
 # how far a fast path may be from the torch path on the probe, in units of the output's scale: a wrong kernel is off
 # by the scale itself; these leave room for the dtype's rounding (bf16's spacing is 2^-7)
 TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-6, torch.bfloat16: 6e-2, torch.float16: 1e-2}
@@ -38,7 +38,7 @@ def fast_path_ok(kernel: str, device: torch.device, dtype: torch.dtype, probe: P
     """Whether ``kernel`` may run on ``device`` for ``dtype``: decided once, by ``probe`` (which returns the fast and
     the torch path's outputs on a small input), and remembered for the process."""
     key = (kernel, str(device), dtype)
-    verdict = _VERDICTS.get(key)
+    verdict = VERDICTS.get(key)
     if verdict is not None:
         return verdict
     if torch.compiler.is_compiling():
@@ -48,7 +48,7 @@ def fast_path_ok(kernel: str, device: torch.device, dtype: torch.dtype, probe: P
             problem = mismatch(*probe())
     except Exception as error:  # any failure of the kernel (compiler, driver, Triton) means: not on this device
         problem = f'{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ""}'
-    _VERDICTS[key] = problem is None
+    VERDICTS[key] = problem is None
     if problem is not None:
         warnings.warn(f'jetvit_mm: the fast kernel {kernel!r} failed its self-check on {device} ({dtype}): '
                       f'{problem}. The torch path (the reference, slower) runs there instead for the rest of this '
@@ -56,23 +56,27 @@ def fast_path_ok(kernel: str, device: torch.device, dtype: torch.dtype, probe: P
     return problem is None
 
 
-def gradient_probe(attend: Callable[[torch.Tensor, str], torch.Tensor], qkv: torch.Tensor,
-                   path: str) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The gradient of ``qkv`` through ``attend(qkv, path)`` and through ``attend(qkv, 'torch')``, for one fixed
-    random output gradient: the probe of a fast path's backward (autograd enabled whatever the caller's mode)."""
+def mixer_probe(mixer: torch.nn.Module, attend: Callable[..., torch.Tensor], path: str, like: torch.Tensor,
+                grid_size: Tuple[int, int], most: Tuple[int, int], rope: Optional[torch.Tensor],
+                gradients: bool) -> Tuple[torch.Tensor, ...]:
+    """The probe of a mixer's fast path: ``attend(qkv, grid, rope, path)`` and ``attend(qkv, grid, rope, 'torch')``
+    on one small input like ``like`` (a grid of ``grid_size`` cut to ``most``, ``qkv`` from ``mixer.qkv``): their
+    outputs, or with ``gradients`` the gradients of ``qkv`` for one fixed random output gradient (autograd enabled
+    whatever the caller's mode)."""
+    grid = (min(grid_size[0], most[0]), min(grid_size[1], most[1]))
+    x = torch.randn(2, mixer.num_prefix_tokens + grid[0] * grid[1], like.shape[-1],
+                    generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
+    qkv, rope = mixer.qkv(x), None if rope is None else rope[:grid[0] * grid[1]]
+    if not gradients:
+        return attend(qkv, grid, rope, path), attend(qkv, grid, rope, 'torch')
     grads = []
     with torch.enable_grad():
         for run in (path, 'torch'):
             leaf = qkv.detach().requires_grad_()
-            out = attend(leaf, run)
+            out = attend(leaf, grid, rope, run)
             out_grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
             grads.append(torch.autograd.grad(out, leaf, out_grad)[0])
     return grads[0], grads[1]
-
-
-def forget_verdicts() -> None:
-    """Check every kernel afresh at its next use (tests; after changing a kernel's code at run time)."""
-    _VERDICTS.clear()
 
 
 def checked_path(path: str, device: torch.device, dtype: torch.dtype, grad: bool,

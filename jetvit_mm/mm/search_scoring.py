@@ -201,7 +201,7 @@ def prepare_downstream_model(model: nn.Module, teacher: JetViT, metric: str, hea
                               config_name: str) -> nn.Module:
     """The downstream model (the runner's, built from the config with a placeholder backbone) ready to score archs:
     its heads loaded strictly from ``head_checkpoint`` (not for ``distill_loss``: no head runs), the teacher as its
-    backbone until :meth:`ArchScorer.evaluate` swaps in the model it scores, in eval mode."""
+    backbone until :meth:`DownstreamScorer.evaluate` swaps in the model it scores, in eval mode."""
     if metric != 'distill_loss':
         if head_checkpoint is None:
             raise ValueError(f'metric {metric!r} needs --head-checkpoint: the teacher\'s trained head '
@@ -211,7 +211,7 @@ def prepare_downstream_model(model: nn.Module, teacher: JetViT, metric: str, hea
     return model.eval()
 
 
-class ArchScorer:
+class DownstreamScorer:
     """Scores archs of ``supernet`` with a downstream model and the framework's val dataloader and evaluator (built
     by mmengine's runner from the config: under a distributed launcher each process sees its split of the val set
     and the evaluator collects the results, so every process gets the score of the whole set).
@@ -234,7 +234,7 @@ class ArchScorer:
         self.scored = 0  # how many evaluations this scorer ran (the teacher's too)
         self.to(device)
 
-    def to(self, device: Union[str, torch.device]) -> 'ArchScorer':
+    def to(self, device: Union[str, torch.device]) -> 'DownstreamScorer':
         """Score on ``device``: the downstream model (its data preprocessor too), the supernet and the teacher."""
         self.device = torch.device(device)
         for module in (self.model, self.supernet, self.teacher):
