@@ -14,13 +14,15 @@ It is mmengine's :class:`~mmengine.runner.Runner` with:
 :class:`~jetvit_mm.mm.fsdp.FSDP2Runner` (``runner_type = 'FSDP2Runner'``, for an ``FSDP2Wrapper`` model) builds on it.
 """
 import os
+import re
+from collections import OrderedDict
 from typing import Any, Dict, Optional
 
 import torch
 from mmengine.model import is_model_wrapper
 from mmengine.registry import MODEL_WRAPPERS, RUNNERS
 from mmengine.runner import Runner
-from mmengine.runner.checkpoint import _load_checkpoint_to_model
+from mmengine.runner.checkpoint import load_state_dict
 from torch.nn.parallel import DistributedDataParallel
 
 from jetvit_mm.models.checkpoint import read
@@ -100,7 +102,13 @@ class JetViTRunner(CheckedDataMixin, Runner):
         checkpoint = read(filename).raw
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
-        checkpoint = _load_checkpoint_to_model(model, checkpoint, strict, revise_keys=revise_keys)
+        state = checkpoint.get('state_dict', checkpoint)
+        metadata = getattr(state, '_metadata', None)
+        for pattern, replacement in revise_keys:
+            state = OrderedDict((re.sub(pattern, replacement, k), v) for k, v in state.items())
+        if metadata is not None:
+            state._metadata = metadata
+        load_state_dict(model, state, strict)
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
