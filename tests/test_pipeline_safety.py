@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jetvit_mm.mm.workflow import MARKER
+from jetvit_mm.method.workflow import MARKER
 
 from .conftest import HANG_GUARD_S, REPO
 from .test_pipeline_tool import _pipeline_args, _tiny_task
