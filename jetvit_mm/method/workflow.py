@@ -457,7 +457,6 @@ class Workflow:
             (execute or self.execute)(stage, stage.argv(resume=state == 'resume'))
         self.timings[stage.name] = time.time() - began
         self._finish(stage, fingerprint)
-        self.log(f'{stage.name}: {self.timings[stage.name]:.0f} s')
         return True
 
     def _finish(self, stage: Stage, fingerprint: str) -> None:
