@@ -19,7 +19,7 @@ from typing import Dict, List
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from jetvit_mm.benchmark.walltime import BACKWARD_FORWARDS, Stage, format_table, ms_per_image, stage_hours  # noqa: E402
+from jetvit_mm.benchmark.walltime import BACKWARD_FORWARDS, StageCost, format_table, ms_per_image, stage_hours  # noqa: E402
 
 GPUS = 8
 MEASURED = 'docs/raw/gpu_h200_2026-11-29/run2_models_fp32.json'
@@ -39,7 +39,7 @@ def schedule(config: str) -> Dict[str, int]:
                 val_interval=int(cfg.train_cfg.get('val_interval') or 0))
 
 
-def stages() -> List[Stage]:
+def stages() -> List[StageCost]:
     """The pipeline's stages with the configs' schedules and the measured per-image forward times."""
     rows = json.loads((REPO / MEASURED).read_text())['rows']
     crop = {k: ms_per_image(rows, '512x1024', k) for k in ('teacher', '2F', 'all-L', 'all-W')}
@@ -48,19 +48,19 @@ def stages() -> List[Stage]:
     vals = probe['iters'] // probe['val_interval'] if probe['val_interval'] else 0
     supernet = (crop['all-L'] + crop['all-W']) / 2  # a Step-1 path: L and W layers, uniformly sampled
     return [
-        Stage('1. teacher probe', CONFIGS['probe'], probe['iters'], probe['batch'], frozen_ms=crop['teacher'],
+        StageCost('1. teacher probe', CONFIGS['probe'], probe['iters'], probe['batch'], frozen_ms=crop['teacher'],
               eval_images=vals * VAL_IMAGES, eval_gpus=GPUS, eval_ms=full['teacher'], note=f'{vals} validations'),
-        Stage('2. Step-1 distillation', CONFIGS['step1'], step1['iters'], step1['batch'], frozen_ms=crop['teacher'],
+        StageCost('2. Step-1 distillation', CONFIGS['step1'], step1['iters'], step1['batch'], frozen_ms=crop['teacher'],
               trained_ms=supernet, note='student: mean of all-L and all-W'),
-        Stage('3. Step-1 search', 'tools/search.py --stage 1', eval_images=SEARCH_ARCHS * VAL_IMAGES, eval_gpus=1,
+        StageCost('3. Step-1 search', 'tools/search.py --stage 1', eval_images=SEARCH_ARCHS * VAL_IMAGES, eval_gpus=1,
               eval_ms=(full['all-L'] + full['all-W']) / 2, note=f'{SEARCH_ARCHS} archs assumed, one GPU'),
-        Stage('4. Step-2 distillation', CONFIGS['step2'], step2['iters'], step2['batch'], frozen_ms=crop['teacher'],
+        StageCost('4. Step-2 distillation', CONFIGS['step2'], step2['iters'], step2['batch'], frozen_ms=crop['teacher'],
               trained_ms=crop['2F'], note='student: the 2F hybrid'),
-        Stage('5. Step-2 search', 'tools/search.py --stage 2', eval_images=SEARCH_ARCHS * VAL_IMAGES, eval_gpus=1,
+        StageCost('5. Step-2 search', 'tools/search.py --stage 2', eval_images=SEARCH_ARCHS * VAL_IMAGES, eval_gpus=1,
               eval_ms=full['2F'], note=f'{SEARCH_ARCHS} archs assumed, one GPU'),
-        Stage('6. fine-tune', 'finetune_<ARCH>.py', step1['iters'], step1['batch'], frozen_ms=crop['teacher'],
+        StageCost('6. fine-tune', 'finetune_<ARCH>.py', step1['iters'], step1['batch'], frozen_ms=crop['teacher'],
               trained_ms=crop['2F'], note="the distillation config's schedule, 2F student"),
-        Stage('7. hybrid probe + test', CONFIGS['probe'], probe['iters'], probe['batch'], frozen_ms=crop['2F'],
+        StageCost('7. hybrid probe + test', CONFIGS['probe'], probe['iters'], probe['batch'], frozen_ms=crop['2F'],
               eval_images=(vals + 1) * VAL_IMAGES, eval_gpus=GPUS, eval_ms=full['2F']),
     ]
 

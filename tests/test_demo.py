@@ -1,11 +1,11 @@
-"""The demo (jetvit_mm/testing/demo, tools/demo.py): its scheduler, checkpoint extraction, latency table, report and
-configs, and the whole pipeline at a tiny number of iterations (twice: the second run reuses the cached teacher and
-gives the same table).
+"""The demo (jetvit_mm/method/demo.py, tools/demo.py): the stages it shares with tools/pipeline.py, the engine
+running them side by side, checkpoint extraction, latency table, report and configs, and the whole pipeline at a
+tiny number of iterations (twice: the second run reuses the cached teacher and gives the same table).
 
 The full-size demo (about 6 minutes on 2 idle CPU cores) is not part of the test suite: `make demo` runs it.
 """
+import importlib.util
 import json
-import threading
 import time
 
 import pytest
@@ -13,47 +13,78 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.registry import DefaultScope
 
+from jetvit_mm.method import demo as paths
+from jetvit_mm.method import stages
+from jetvit_mm.method.demo import DEPTH, DemoOptions
+from jetvit_mm.method.demo_checkpoints import extract_backbone, last_checkpoint
+from jetvit_mm.method.demo_latency import measure_interleaved
+from jetvit_mm.method.demo_report import write_report
+from jetvit_mm.method.workflow import MARKER, Stage, Workflow, python_tool
 from jetvit_mm.models.mixers import default_mixers
-from jetvit_mm.testing.demo import DemoOptions, paths
-from jetvit_mm.testing.demo.checkpoints import extract_backbone, last_checkpoint
-from jetvit_mm.testing.demo.latency import measure_interleaved
-from jetvit_mm.testing.demo.pipeline import DEPTH
-from jetvit_mm.testing.demo.report import write_report
-from jetvit_mm.testing.demo.scheduler import Pipeline, Slots
 
-from .conftest import run_tool
+from .conftest import REPO, run_tool
 
 TINY_DEMO = ('--teacher-iters', '20', '--distill-iters', '8', '--finetune-iters', '4', '--probe-iters', '4',
              '--train-images', '16', '--val-images', '8', '--no-latency')
 
 
-def test_slots_serve_lower_priority_numbers_first():
-    slots = Slots(1)
-    slots.acquire(0)  # taken: everyone below waits
-    order, threads = [], []
-    for name, priority in (('late', 2), ('critical', 0), ('middle', 1)):
-        def take(name=name, priority=priority):
-            slots.acquire(priority)
-            order.append(name)
-            slots.release()
-        threads.append(threading.Thread(target=take))
-        threads[-1].start()
-        time.sleep(0.05)
-    slots.release()
-    for t in threads:
-        t.join(5)
-    assert order == ['critical', 'middle', 'late']
+def test_stages_run_side_by_side_once_their_inputs_are_done_the_earlier_first(tmp_path):
+    """``jobs=2``: never more than two at a time, a stage only after the stages it depends on, a waiting stage
+    earlier in the list before a later one."""
+    events, running = [], []
+
+    def stage(name, deps=(), seconds=0.2):
+        def action(s):
+            running.append(name)
+            events.append(('start', name, len(running)))
+            time.sleep(seconds)
+            running.remove(name)
+            events.append(('end', name))
+        return Stage(name, tmp_path / name, [name], deps=deps, action=action)
+    wf = Workflow(tmp_path, log=lambda m: None)
+    wf.run_all([stage('a'), stage('b', ['a']), stage('c', seconds=0.6), stage('d'), stage('e', ['b'])], jobs=2)
+    starts = [e[1] for e in events if e[0] == 'start']
+    assert starts == ['a', 'c', 'b', 'd', 'e'] and max(e[2] for e in events if e[0] == 'start') == 2
+    assert events.index(('end', 'a')) < events.index(('start', 'b', 2)) and set(wf.timings) == set('abcde')
 
 
-@pytest.mark.integration  # Pipeline.tool starts the tool's process
-def test_pipeline_reports_a_failing_tool(tmp_path):
-    pipe = Pipeline(tmp_path / 'logs', jobs=1, threads=1, start=time.time(), quiet=True)
-    with pytest.raises(RuntimeError, match='export_x failed'):
-        pipe.tool('export_x', 'export_hybrid.py', '--no-such-option')
-    assert (tmp_path / 'logs' / 'export_x.log').is_file()
-    assert (tmp_path / 'export_x').is_dir() and not (tmp_path / 'export_x' / '.stage.json').exists()  # no marker
-    with pytest.raises(RuntimeError, match='not started'):
-        pipe.tool('after', 'export_hybrid.py', '--help')
+@pytest.mark.integration  # the stage starts the tool's process
+def test_a_failing_tool_stops_the_stages_after_it(tmp_path):
+    wf = Workflow(tmp_path, log=lambda m: None)
+    failing = Stage('export_x', tmp_path / 'export_x', python_tool(REPO, 'export_hybrid.py', '--no-such-option'))
+    after = Stage('after', tmp_path / 'after', ['after'], deps=['export_x'], action=lambda s: None)
+    with pytest.raises(RuntimeError, match='stage export_x failed'):
+        wf.run_all([failing, after], jobs=2)
+    assert (tmp_path / 'export_x' / 'stage.log').is_file()
+    assert not (tmp_path / 'export_x' / MARKER).exists() and not (tmp_path / 'after').exists()  # not started
+
+
+def _tool(name: str):
+    spec = importlib.util.spec_from_file_location(f'_tool_{name}', REPO / 'tools' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_step_added_to_the_method_once_is_in_the_pipelines_and_the_demos_stages(tmp_path, monkeypatch, capsys):
+    """One list of the method's stages: a step added to it appears in ``tools/pipeline.py --plan`` and in
+    ``tools/demo.py --plan`` (the demo runs the same stages, its own after them); both plans run nothing."""
+    def extra(b):
+        return [Stage('extra_check', b.w / 'extra_check', ['extra'], deps=['test_hybrid'], action=lambda s: None)]
+    monkeypatch.setattr(stages, 'STEPS', [*stages.STEPS, extra])
+    _tool('pipeline').main([str(paths.DISTILL_CFG), '--teacher', str(REPO / 'README.md'), '--work-dir',
+                            str(tmp_path / 'w'), '--data-root', str(tmp_path), '--plan'])
+    pipeline = capsys.readouterr().out
+    _tool('demo').main(['--work-dir', str(tmp_path / 'demo'), '--plan'])
+    demo = capsys.readouterr().out
+    assert not (tmp_path / 'w').exists() and not (tmp_path / 'demo').exists()
+    names = [[line.split('] ')[1].split(':')[0] for line in text.splitlines() if line.startswith('# [')]
+             for text in (pipeline, demo)]
+    assert names[0][-2:] == ['report', 'extra_check'] and names[0] == [n for n in names[1] if n in names[0]]
+    assert names[1][:3] == ['teacher', 'teacher_backbone', 'probe_teacher'] and 'test_teacher_small' in names[1]
+    monkeypatch.setattr(stages, 'STEPS', stages.STEPS[:-1])
+    _tool('demo').main(['--work-dir', str(tmp_path / 'demo'), '--plan'])
+    assert '] extra_check:' not in capsys.readouterr().out
 
 
 def test_extract_backbone_gives_a_loadable_jetvit(tmp_path):
@@ -168,7 +199,7 @@ def test_small_teacher_is_the_teacher_at_half_width_with_the_same_recipe(tmp_pat
     """The smaller teacher's config: the teacher's, but 32 wide with 2 heads (same head width, depth, RoPE and
     registers), and its probe builds from the probe config with the demo's options; the token-clustering probe builds
     the teacher's backbone with clustering."""
-    from jetvit_mm.testing.demo.pipeline import CLUSTERINGS, clustering_options, small_probe_options
+    from jetvit_mm.method.demo import CLUSTERINGS, clustering_options, small_probe_options
 
     teacher, small = Config.fromfile(paths.TEACHER_CFG), Config.fromfile(paths.SMALL_TEACHER_CFG)
     width = dict(embed_dim=teacher.model.backbone.embed_dim // 2, num_heads=teacher.model.backbone.num_heads // 2)
@@ -228,7 +259,7 @@ def test_demo_runs_end_to_end_reuses_its_teacher_and_repeats_its_table(tmp_path)
         assert results['teacher_cached'] == results['small_teacher_cached'] == (run == 1)
         assert ('teacher: cached' in proc.stdout) == ('teacher_small: cached' in proc.stdout) == (run == 1)
         # one workflow engine: a rerun skips every stage done with the same inputs (pipeline/ is kept)
-        skipped = [f'{name}: done, skipped' in proc.stdout for name in ('step2_search', 'probe_2F', 'test_1F')]
+        skipped = [f'{name}: done, skipped' in proc.stdout for name in ('step2_search', 'probe_hybrid', 'test_1F')]
         assert skipped == [run == 1] * 3
         tables.append([(r['tag'], r['arch'], r['mIoU'], r['search_mIoU']) for r in results['rows']])
     assert tables[0] == tables[1]

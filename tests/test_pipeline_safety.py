@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jetvit_mm.mm.workflow import MARKER
+from jetvit_mm.method.workflow import MARKER
 
 from .conftest import HANG_GUARD_S, REPO
 from .test_pipeline_tool import _pipeline_args, _tiny_task
@@ -167,7 +167,7 @@ def _alive(pid: int) -> bool:
 
 def test_kill_9_of_a_workflow_ends_its_stage_and_the_workers_in_their_own_sessions(tmp_path):
     """The engine alone (no mmengine): a stage like torchrun, whose worker runs in a session of its own."""
-    driver = [sys.executable, '-c', DRIVER, str(REPO / 'jetvit_mm' / 'mm' / 'workflow.py'), str(tmp_path), AGENT]
+    driver = [sys.executable, '-c', DRIVER, str(REPO / 'jetvit_mm' / 'method' / 'workflow.py'), str(tmp_path), AGENT]
     first = subprocess.Popen(driver, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pids = [tmp_path / 'train' / 'agent.pid', tmp_path / 'train' / 'worker.pid']
     try:

@@ -1,7 +1,7 @@
-"""tools/pipeline.py and its workflow engine (jetvit_mm.mm.workflow): a stage done with the same inputs is skipped, a
-changed input reruns it and every stage after it, a killed stage resumes (a train stage with --resume), --plan prints
-the commands and estimates and runs nothing, and the whole method on the generated segmentation task, killed in the
-middle of a stage and resumed, gives the report an uninterrupted run gives."""
+"""tools/pipeline.py and its workflow engine (jetvit_mm.method.workflow): a stage done with the same inputs is skipped,
+a changed input reruns it and every stage after it, a killed stage resumes (a train stage with --resume), --plan
+prints the commands and estimates and runs nothing, and the whole method on the generated segmentation task, killed
+in the middle of a stage and resumed, gives the report an uninterrupted run gives."""
 import hashlib
 import json
 import os
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from jetvit_mm.mm.workflow import MARKER, FileText, Join, Stage, Workflow
+from jetvit_mm.method.workflow import MARKER, FileText, Join, Stage, Workflow
 
 from .conftest import HANG_GUARD_S, REPO, run_tool
 
@@ -75,7 +75,7 @@ def test_a_script_that_names_base_is_fingerprinted_by_its_text(tmp_path):
     """Only a config (a module-level ``_base_ = ...``) is read with its bases merged: a script whose docstring names
     ``configs/probe/dinov3_base_linear_*.py`` is not executed, and its fingerprint is its text's, the same in every
     process (it was a digest of the executed module's objects, whose text changed from run to run)."""
-    from jetvit_mm.mm.workflow import file_fingerprint
+    from jetvit_mm.method.workflow import file_fingerprint
 
     script = tmp_path / 'tool.py'
     script.write_text('"""scores configs/probe/dinov3_base_linear_cityscapes.py"""\nmarker = object()\n')

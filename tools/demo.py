@@ -1,6 +1,6 @@
 """The embedded default: the whole JetViT pipeline on CPU, on a generated task where global context matters.
 
-    python tools/demo.py [--work-dir work_dirs/demo] [--jobs 2] [--ablation]
+    python tools/demo.py [--work-dir work_dirs/demo] [--jobs 2] [--ablation] [--plan]
 
 1. generate the context task (``jetvit_mm.testing.context_seg``, Cityscapes layout, 64x128 images, 512 train /
    128 val): an object's class depends on the colour of its partner patch half the image away, outside the
@@ -24,16 +24,17 @@
    work dir.
 
 Every tool runs as a user would run it, in its own process with one thread (``--threads``), ``--jobs`` at a time
-where the steps do not depend on each other, as a stage of the workflow engine of ``tools/pipeline.py``
-(``jetvit_mm.mm.workflow``): each step has its own folder (``pipeline/<step>``, the teachers in the work dir), and a
-rerun in the same work dir skips every step done with the same inputs and resumes a killed one. One thread per
-process makes the figures reproducible: the same
-seed gives the same table (the latency table is a measurement: cached after the first run, measured again
+where the steps do not depend on each other. The demo is a task configuration of the method's one list of stages,
+the one ``tools/pipeline.py`` runs (``jetvit_mm.method.stages``), with its own stages after them
+(``jetvit_mm.method.demo``); each stage has its own folder (``pipeline/<stage>``, its log ``stage.log`` there), and
+a rerun in the same work dir skips every stage done with the same inputs and resumes a killed one (``--plan`` prints
+them, and whether each would be skipped, and runs nothing). One thread per process makes the figures reproducible:
+the same seed gives the same table (the latency table is a measurement: cached after the first run, measured again
 when the model code changes).
 Outputs in the work dir: ``results.md`` / ``results.json`` (the table), ``pareto_step{1,2}.png`` and
 ``layer_gains_step{1,2}.png`` (the search's own plots, toy latency), ``pareto_dinov3b_1024x2048.png`` (left: the
 searched archs against their DINOv3-B latency at 1024x2048; right: every row of the table, alternatives included,
-probe mIoU against latency), logs of every step in ``pipeline/logs``.
+probe mIoU against latency), the method's own report in ``pipeline/report``.
 About 6-9 minutes on 2 idle CPU cores (teachers' training included), more when other jobs load the machine.
 ``--ablation`` adds the weight-inheritance comparison of docs/toy_reproduction.md (all-L distilled from the
 teacher with every teacher weight vs only the MLPs inherited, same steps, same probe).
@@ -41,17 +42,18 @@ teacher with every teacher weight vs only the MLPs inherited, same steps, same p
 import argparse
 import sys
 from pathlib import Path
+from typing import Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from jetvit_mm.cli import check_outputs, finite, positive  # noqa: E402
 from jetvit_mm.cli import count as count_arg  # noqa: E402
+from jetvit_mm.method.demo import DemoOptions, plan_demo, run_demo  # noqa: E402
 from jetvit_mm.testing.context_seg import TASKS  # noqa: E402
-from jetvit_mm.testing.demo import DemoOptions, run_demo  # noqa: E402
 
 
-def parse_args(argv=None) -> DemoOptions:
+def parse_args(argv=None) -> Tuple[DemoOptions, bool]:
     d = DemoOptions()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--work-dir', type=Path, default=d.work_dir)
@@ -79,16 +81,22 @@ def parse_args(argv=None) -> DemoOptions:
     parser.add_argument('--ablation', action='store_true',
                         help='also run the weight-inheritance comparison (all-L, inherit all vs MLP only)')
     parser.add_argument('--quiet', action='store_true')
+    parser.add_argument('--plan', action='store_true', help='print the stages and their commands; run nothing')
     args = parser.parse_args(argv)
     check_outputs(parser, args, dirs=('work_dir', ))
+    plan = vars(args).pop('plan')
     try:
-        return DemoOptions(**vars(args))
+        return DemoOptions(**vars(args)), plan
     except ValueError as e:
         parser.error(str(e))
 
 
 def main(argv=None) -> dict:
-    return run_demo(parse_args(argv))
+    opts, plan = parse_args(argv)
+    if plan:
+        print(plan_demo(opts))
+        return {}
+    return run_demo(opts)
 
 
 if __name__ == '__main__':

@@ -36,8 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 from jetvit_mm.cli import check_inputs, check_outputs, positive  # noqa: E402
-from jetvit_mm.mm import pipeline as method  # noqa: E402
-from jetvit_mm.mm.workflow import Workflow  # noqa: E402
+from jetvit_mm.method import stages as method  # noqa: E402
+from jetvit_mm.method.workflow import Workflow  # noqa: E402
 
 STAGES = ('probe_teacher', 'convert_teacher', 'test_teacher', 'step1_distill', 'step1_search', 'step2_distill',
           'step2_search', 'finetune', 'probe_hybrid', 'test_hybrid', 'report')
@@ -110,9 +110,9 @@ def main(argv=None) -> None:
         profile = method.task_profile(args.config, args.task, args.probe_config, args.step2_config, args.metric)
     except (FileNotFoundError, ValueError) as e:
         raise SystemExit(f'error: {e}') from None
-    opts = method.PipelineOptions(Path(args.config).resolve(), Path(args.teacher).resolve(), args.work_dir.resolve(),
-                           profile, args.data_root.resolve() if args.data_root else None, args.launcher,
-                           args.gpus, args.max_iters, args.beam_width, args.max_full, args.device)
+    opts = method.MethodOptions(Path(args.config).resolve(), Path(args.teacher).resolve(), args.work_dir.resolve(),
+                                profile, args.data_root.resolve() if args.data_root else None, args.launcher,
+                                args.gpus, args.max_iters, args.beam_width, args.max_full, args.device)
     stages = method.method_stages(opts)
     if args.until and args.until not in [s.name for s in stages]:
         raise SystemExit(f'error: --until {args.until}: no such stage for task {profile.task}; valid: '

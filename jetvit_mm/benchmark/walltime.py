@@ -14,7 +14,7 @@ BACKWARD_FORWARDS = 2.0  # a backward pass costs about two forwards (the weights
 
 
 @dataclass(frozen=True)
-class Stage:
+class StageCost:
     """One stage of the pipeline: ``iters`` training iterations and/or ``eval_images`` evaluated images.
 
     Times are per image, in ms: ``frozen_ms`` of the models that only run forward in training (the teacher),
@@ -32,12 +32,12 @@ class Stage:
     note: str = ''
 
 
-def training_ms_per_iter(stage: Stage) -> float:
+def training_ms_per_iter(stage: StageCost) -> float:
     """Estimated ms of one training iteration of ``stage`` on each GPU."""
     return stage.batch_per_gpu * (stage.frozen_ms + (1.0 + BACKWARD_FORWARDS) * stage.trained_ms)
 
 
-def stage_hours(stage: Stage) -> Dict[str, float]:
+def stage_hours(stage: StageCost) -> Dict[str, float]:
     """``{'train_h', 'eval_h', 'total_h'}``: the estimated wall time of ``stage`` in hours."""
     if stage.iters < 0 or stage.batch_per_gpu < 0 or stage.eval_images < 0 or stage.eval_gpus < 1:
         raise ValueError(f'stage {stage.name!r}: iterations, batch and images must be >= 0 and eval_gpus >= 1')
@@ -56,7 +56,7 @@ def ms_per_image(rows: Sequence[Mapping], size: str, label: str) -> float:
     raise KeyError(f'no row for size {size!r} and label {label!r}; the result has {found}')
 
 
-def format_table(stages: Sequence[Stage]) -> List[str]:
+def format_table(stages: Sequence[StageCost]) -> List[str]:
     """Markdown rows (header included) of the stages' estimated hours."""
     lines = ['| stage | config | iterations x batch/GPU | training | evaluation | total |',
              '|---|---|---:|---:|---:|---:|']

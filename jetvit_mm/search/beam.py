@@ -17,7 +17,7 @@ Score = Callable[[str], float]
 
 
 @dataclass
-class Stage:
+class BeamStage:
     """One stage of the search: the archs it scored and the beam it kept."""
 
     index: int
@@ -32,7 +32,7 @@ class SearchResult:
     best_arch: str
     best_score: float
     stop_reason: str
-    stages: List[Stage] = field(default_factory=list)
+    stages: List[BeamStage] = field(default_factory=list)
     scores: Dict[str, float] = field(default_factory=dict)
 
 
@@ -103,7 +103,7 @@ def beam_search(
         start: str,
         moves: Callable[[str], Iterable[str]],
         score: Score,
-        stop: Callable[[Stage, Optional[Stage]], Optional[Stop]],
+        stop: Callable[[BeamStage, Optional[BeamStage]], Optional[Stop]],
         beam_width: int = 4,
         cost: Optional[Callable[[str], float]] = None,
         budget: Optional[float] = None,
@@ -146,7 +146,7 @@ def beam_search(
 
     if not affordable(start):
         raise ValueError(f'the start arch {start!r} costs {cost(start):.4g} > budget {budget:.4g}: no arch is allowed')
-    stage = Stage(0, [start], [start], start, 0.)
+    stage = BeamStage(0, [start], [start], start, 0.)
     stage.best_score = memo[rank([start])[0]]
     stages, previous = [stage], None
     decision = stop(stage, previous)
@@ -158,7 +158,7 @@ def beam_search(
             break
         rng.shuffle(candidates)
         ranked = rank(candidates)
-        previous, stage = stage, Stage(stage.index + 1, candidates, ranked[:beam_width], ranked[0], memo[ranked[0]])
+        previous, stage = stage, BeamStage(stage.index + 1, candidates, ranked[:beam_width], ranked[0], memo[ranked[0]])
         stages.append(stage)
         decision = stop(stage, previous)
     kept = stages if decision.keep_last or len(stages) == 1 else stages[:-1]
@@ -170,7 +170,7 @@ def beam_search(
     return SearchResult(best, memo[best], decision.reason, stages, {a: memo[a] for a in memo_seen(stages)})
 
 
-def memo_seen(stages: List[Stage]) -> List[str]:
+def memo_seen(stages: List[BeamStage]) -> List[str]:
     """Every arch scored so far by these stages, in scoring order."""
     out: List[str] = []
     for stage in stages:
@@ -181,7 +181,7 @@ def memo_seen(stages: List[Stage]) -> List[str]:
 def plateau_stop(min_gain: float, max_stages: Optional[int] = None):
     """Step 1: stop when a stage improves the best score by less than ``min_gain`` (its moves are then not kept), or
     after ``max_stages``. A stage whose best is not finite gains nothing."""
-    def stop(stage: Stage, previous: Optional[Stage]) -> Optional[Stop]:
+    def stop(stage: BeamStage, previous: Optional[BeamStage]) -> Optional[Stop]:
         if previous is not None:
             gain = _ranked(stage.best_score) - _ranked(previous.best_score)
             if not gain >= min_gain:  # also a NaN gain (both stages non-finite)
@@ -195,7 +195,7 @@ def plateau_stop(min_gain: float, max_stages: Optional[int] = None):
 def target_stop(target: Optional[float], max_full: Optional[int]):
     """Step 2: stop when the stage's best reaches ``target`` (teacher score - tolerance): the result is that best;
     or when it has ``max_full`` F layers: the result is the best arch scored."""
-    def stop(stage: Stage, previous: Optional[Stage]) -> Optional[Stop]:
+    def stop(stage: BeamStage, previous: Optional[BeamStage]) -> Optional[Stop]:
         if target is not None and _ranked(stage.best_score) >= target:
             return Stop(f'target reached: {stage.best_score:.4g} >= {target:.4g}', last_best=True)
         if max_full is not None and stage.best_arch.count('F') >= max_full:

@@ -3,7 +3,7 @@ import math
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from .beam import Stage
+from .beam import BeamStage
 
 
 def pareto_front(points: Dict[str, Sequence[float]]) -> List[str]:
@@ -22,7 +22,7 @@ def _moves_layer(parent: str, child: str, layer: int) -> bool:
             and child[:layer] == parent[:layer] and child[layer + 1:] == parent[layer + 1:])
 
 
-def layer_gains(stages: Sequence[Stage], scores: Dict[str, float], depth: int, kind: Optional[str] = None,
+def layer_gains(stages: Sequence[BeamStage], scores: Dict[str, float], depth: int, kind: Optional[str] = None,
                 moves: Optional[Callable[[str], Iterable[str]]] = None) -> List[List[float]]:
     """Per search stage, the score gain of each one-layer move from the previous stage's best arch (NaN where not
     scored).

@@ -1,5 +1,5 @@
 """What the tests and the demo run on: tiny synthetic datasets in the real on-disk layouts and the demo's context
-task (numpy + PIL only, cheap to import), and the demo pipeline (jetvit_mm.testing.demo, imported on its own)."""
+task (numpy + PIL only, cheap to import)."""
 
 from .context_seg import TASKS as CONTEXT_SEG_TASKS
 from .context_seg import context_seg_sample, make_context_seg

@@ -1,14 +1,16 @@
-"""The JetViT method as workflow stages (``tools/pipeline.py``): teacher probe, Step-1 distillation and search,
-Step-2 distillation and search with export, fine-tune, final evaluation and report, for a segmentation, depth or
-detection config; each stage one of our tools in its own folder under the work dir (:mod:`jetvit_mm.mm.workflow`)."""
+"""The JetViT method as one list of workflow stages (:data:`STEPS`), run by ``tools/pipeline.py`` and by the demo
+(:mod:`jetvit_mm.method.demo`, a task configuration of it): the teacher's reference figure, Step-1 distillation and
+search, Step-2 distillation and search with export, fine-tune, final evaluation and report, for a segmentation,
+depth or detection config; each stage one of our tools in its own folder under the work dir
+(:mod:`jetvit_mm.method.workflow`)."""
 import json
 import statistics
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .workflow import CONFIG_LOCK, Arg, FileText, Join, Stage, Workflow, python_tool
 
@@ -20,14 +22,16 @@ DET_PROBE = REPO / 'configs' / 'det' / 'mask_rcnn_jetvit_dinov3_base_coco.py'
 @dataclass(frozen=True)
 class TaskProfile:
     """What the task decides: the downstream config the teacher is probed with and the search scores with, its
-    metric, the Step-2 config (None: CONFIG with ``model.student.search_space=None``), and for depth the teacher's own
-    head (converted official file), the pseudo-label fine-tune config and the evaluation config."""
+    metric, the Step-2 config (None: CONFIG with ``model.student.search_space=None``), for depth the teacher's own
+    head (converted official file), the pseudo-label fine-tune config and the evaluation config, and a teacher
+    trained first from ``teacher_config`` (the demo's: the search scores with its own head)."""
     task: str
     probe_config: Path
     metric: str
     step2_config: Optional[Path] = None
     finetune_config: Optional[Path] = None  # depth: pseudo-label fine-tune; else the export's finetune_<ARCH>.py
     eval_config: Optional[Path] = None  # depth: tools/test.py config of the teacher and the hybrid
+    teacher_config: Optional[Path] = None
 
 
 def guess_task(config: Path) -> str:
@@ -78,8 +82,10 @@ def task_profile(config: Path, task: Optional[str] = None, probe_config: Optiona
 
 
 @dataclass(frozen=True)
-class PipelineOptions:
-    """What ``tools/pipeline.py`` takes."""
+class MethodOptions:
+    """What ``tools/pipeline.py`` takes; the demo's task configuration sets the rest: train iterations per kind of
+    train stage (``teacher``, ``probe``, ``distill``, ``finetune``; over ``max_iters``), more ``tools/search.py``
+    flags per step, and a latency table Step 1's search starts from when it is there."""
     config: Path
     teacher: Path
     work_dir: Path
@@ -91,16 +97,19 @@ class PipelineOptions:
     beam_width: int = 4
     max_full: int = 2
     device: Optional[str] = None
+    iterations: Mapping[str, int] = field(default_factory=dict)
+    search_flags: Mapping[int, Tuple] = field(default_factory=dict)
+    search_latency: Optional[Path] = None
 
 
 @cache
 def _config(path: Path):
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        from mmengine.config import Config
+        from jetvit_mm.mm.launch import read_config
 
         with CONFIG_LOCK:  # mmengine's config reader is not thread-safe
-            return Config.fromfile(str(path))
+            return read_config(str(path))
 
 
 def loader_roots(config: Path, data_root: Optional[Path], splits: Sequence[str] = ('train', 'val', 'test')
@@ -118,10 +127,10 @@ def config_iterations(config: Path) -> Optional[int]:
     return train_cfg.get('max_iters')
 
 
-class _Builder:
-    """Builds the stages of one run (kept small: one method per stage kind)."""
+class StageBuilder:
+    """Builds the stages of one run, the method's and a task configuration's own, one method per stage kind."""
 
-    def __init__(self, opts: PipelineOptions) -> None:
+    def __init__(self, opts: MethodOptions) -> None:
         self.o, self.w = opts, Path(opts.work_dir).resolve()
 
     def last(self, stage: str) -> FileText:
@@ -133,16 +142,18 @@ class _Builder:
         return (self.o.data_root, ) if reads and self.o.data_root is not None else ()
 
     def train(self, name: str, config: Arg, options: Sequence[Arg], deps: Sequence[str], iters_of: Path,
-              has_val: bool = False) -> Stage:
+              kind: str, has_val: bool = False) -> Stage:
+        """``tools/train.py config`` (``kind``: which of ``MethodOptions.iterations`` it runs)."""
         o = self.o
         tool = [str(REPO / 'tools' / 'train.py'), config]
         cmd = (['torchrun', f'--nproc_per_node={o.gpus}', *tool, '--launcher', 'pytorch'] if o.launcher == 'pytorch'
                else [sys.executable, *tool])
-        smoke = [] if o.max_iters is None else [f'train_cfg.max_iters={o.max_iters}'] + (
-            [f'train_cfg.val_interval={o.max_iters}'] if has_val else [])
+        iters = o.iterations.get(kind, o.max_iters)
+        smoke = [] if iters is None else [f'train_cfg.max_iters={iters}'] + (
+            [f'train_cfg.val_interval={iters}'] if has_val else [])
         return Stage(name, self.w / name, [*cmd, '--work-dir', self.w / name, '--cfg-options', *options, *smoke],
                      deps=deps, resume_flag='--resume', resume_file='last_checkpoint',
-                     iterations=o.max_iters or config_iterations(iters_of), timing_key=str(iters_of),
+                     iterations=iters or config_iterations(iters_of), timing_key=str(iters_of),
                      products=('last_checkpoint', ), pointers=('last_checkpoint', ), data=self.data(options))
 
     def test(self, name: str, config: Path, checkpoint: Arg, options: Sequence[Arg], deps: Sequence[str]) -> Stage:
@@ -153,13 +164,33 @@ class _Builder:
                                             out / 'metrics.json', *opts), deps=deps, products=('metrics.json', ),
                      data=self.data(roots))
 
-    def search(self, step: int, head: Arg, deps: Sequence[str]) -> Stage:
+    def teacher(self, name: str, config: Path) -> List[Stage]:
+        """A teacher trained end to end by ``config`` (stage ``name``) and its backbone cut out into
+        ``<name>_backbone/teacher_backbone.pth`` (stage ``<name>_backbone``)."""
+        from .demo_checkpoints import extract_backbone
+
+        trained, out = self.last(name), self.w / f'{name}_backbone' / 'teacher_backbone.pth'
+        return [self.train(name, config, loader_roots(config, self.o.data_root), [], config, 'teacher', True),
+                Stage(f'{name}_backbone', out.parent, ['extract_backbone', trained, 'backbone.'], deps=[name],
+                      action=lambda s: extract_backbone(Path(trained.value()), 'backbone.', out),
+                      products=(out.name, ))]
+
+    def head(self) -> Tuple[Arg, List[str]]:
+        """The checkpoint whose head the search scores with, and the stage that writes it."""
+        p = self.o.profile
+        if p.task == 'depth':
+            return self.w / 'convert_teacher' / 'teacher_mmseg.pth', ['convert_teacher']
+        name = 'teacher' if p.teacher_config else 'probe_teacher'
+        return self.last(name), [name]
+
+    def search(self, step: int, deps: Sequence[str]) -> Stage:
         o, p = self.o, self.o.profile
         out = self.w / f'step{step}_search'
+        head, head_deps = self.head()
         cmd = python_tool(REPO, 'search.py', p.probe_config, self.last(f'step{step}_distill'), '--stage', step,
                           '--metric', p.metric, '--head-checkpoint', head, '--work-dir', out, '--beam-width',
-                          o.beam_width, *(['--device', o.device] if o.device else []))
-        copy_in: Tuple = ()
+                          o.beam_width, *(['--device', o.device] if o.device else []), *o.search_flags.get(step, ()))
+        copy_in: Tuple = ((o.search_latency, 'latency_table.json'), ) if o.search_latency and step == 1 else ()
         products = ('search_state.json', 'search.json', f'best_arch_step{step}.txt', 'latency_table.json')
         if step == 2:
             best1 = FileText(self.w / 'step1_search' / 'best_arch_step1.txt')
@@ -168,75 +199,87 @@ class _Builder:
             products += ('hybrid_*.pth', 'finetune_*.py')
         roots = loader_roots(p.probe_config, o.data_root, ('val', ))
         cmd += ['--cfg-options', *roots] if roots else []
-        return Stage(f'step{step}_search', out, cmd, deps=deps, resume_flag='--resume',
+        return Stage(f'step{step}_search', out, cmd, deps=[*deps, *head_deps], resume_flag='--resume',
                      resume_file='search_state.json', copy_in=copy_in, products=products, data=self.data(roots))
 
 
-def _teacher_stages(b: _Builder) -> Tuple[List[Stage], Arg]:
-    """The teacher's reference figure, and the head the search scores with."""
+def teacher_stages(b: StageBuilder) -> List[Stage]:
+    """The teacher's reference figure (and the teacher itself when the task trains it)."""
     o, p = b.o, b.o.profile
     if p.task == 'depth':
-        conv = b.w / 'convert_teacher' / 'teacher_mmseg.pth'
-        stages = [Stage('convert_teacher', b.w / 'convert_teacher',
-                        python_tool(REPO, 'convert_depth_anything.py', o.teacher, conv), products=(conv.name, )),
-                  b.test('test_teacher', p.eval_config, conv, [], ['convert_teacher'])]
-        return stages, conv
-    roots = loader_roots(p.probe_config, o.data_root)
-    probe = b.train('probe_teacher', p.probe_config, [*roots, f'model.backbone.checkpoint={o.teacher}'], [],
-                    p.probe_config, has_val=True)
-    return [probe, b.test('test_teacher', p.probe_config, b.last('probe_teacher'), [], ['probe_teacher'])], \
-        b.last('probe_teacher')
+        conv = b.head()[0]
+        return [Stage('convert_teacher', b.w / 'convert_teacher',
+                      python_tool(REPO, 'convert_depth_anything.py', o.teacher, conv), products=(conv.name, )),
+                b.test('test_teacher', p.eval_config, conv, [], ['convert_teacher'])]
+    trained = b.teacher('teacher', p.teacher_config) if p.teacher_config else []
+    probe = b.train('probe_teacher', p.probe_config, [*loader_roots(p.probe_config, o.data_root),
+                                                      f'model.backbone.checkpoint={o.teacher}'],
+                    [s.name for s in trained[-1:]], p.probe_config, 'probe', has_val=True)
+    return [*trained, probe, b.test('test_teacher', p.probe_config, b.last('probe_teacher'), [], ['probe_teacher'])]
 
 
-def _hybrid_stages(b: _Builder, arch: FileText) -> List[Stage]:
+def distill_and_search(step: int) -> Callable[[StageBuilder], List[Stage]]:
+    """Step ``step``'s supernet distillation and search (Step 2: from Step 1's arch, with export)."""
+    def stages(b: StageBuilder) -> List[Stage]:
+        o, p = b.o, b.o.profile
+        teacher_opt = f'model.teacher.checkpoint={o.teacher}'
+        if step == 1:
+            deps = ['teacher_backbone'] if p.teacher_config else []
+            distill = b.train('step1_distill', o.config, [*loader_roots(o.config, o.data_root, ('train', )),
+                                                          teacher_opt], deps, o.config, 'distill')
+            return [distill, b.search(1, ['step1_distill'])]
+        cfg = p.step2_config or o.config
+        best1 = FileText(b.w / 'step1_search' / 'best_arch_step1.txt')
+        options = [*loader_roots(cfg, o.data_root, ('train', )), teacher_opt,
+                   *([] if p.step2_config else ['model.student.search_space=None']),
+                   Join('model.student.step1_arch=', best1)]
+        return [b.train('step2_distill', cfg, options, ['step1_search'], cfg, 'distill'),
+                b.search(2, ['step2_distill', 'step1_search'])]
+    return stages
+
+
+def hybrid_stages(b: StageBuilder) -> List[Stage]:
     """Fine-tune of the searched hybrid and its final evaluation."""
     o, p = b.o, b.o.profile
+    arch = FileText(b.w / 'step2_search' / 'best_arch_step2.txt')
     teacher_opt = f'model.teacher.checkpoint={o.teacher}'
     arch_opt = Join('model.backbone.arch=', arch)
     if p.task == 'depth':
         weights = Join(b.w / 'step2_search' / 'hybrid_', arch, '.pth')
         ft = b.train('finetune', p.finetune_config, [*loader_roots(p.finetune_config, o.data_root, ('train', )),
                                                      teacher_opt, arch_opt, Join('model.backbone.checkpoint=', weights),
-                                                     f'model.decode_head.checkpoint={b.w / "convert_teacher"}'
-                                                     f'/teacher_mmseg.pth'],
-                     ['step2_search', 'convert_teacher'], p.finetune_config)
+                                                     f'model.decode_head.checkpoint={b.head()[0]}'],
+                     ['step2_search', 'convert_teacher'], p.finetune_config, 'finetune')
         return [ft, b.test('test_hybrid', p.eval_config, b.last('finetune'), [arch_opt], ['finetune'])]
     ft_cfg = Join(b.w / 'step2_search' / 'finetune_', arch, '.py')
     ft = b.train('finetune', ft_cfg, [*loader_roots(o.config, o.data_root, ('train', )), teacher_opt],
-                 ['step2_search'], o.config)
+                 ['step2_search'], o.config, 'finetune')
     probe = b.train('probe_hybrid', p.probe_config, [*loader_roots(p.probe_config, o.data_root), arch_opt,
                                                      Join('model.backbone.checkpoint=', b.last('finetune'))],
-                    ['finetune'], p.probe_config, has_val=True)
+                    ['finetune'], p.probe_config, 'probe', has_val=True)
     return [ft, probe, b.test('test_hybrid', p.probe_config, b.last('probe_hybrid'), [arch_opt], ['probe_hybrid'])]
 
 
-def method_stages(opts: PipelineOptions) -> List[Stage]:
+def report_stage(b: StageBuilder) -> List[Stage]:
+    """``report/report.md``: the teacher against the searched hybrid (:func:`write_method_report`)."""
+    w, metric = b.w, b.o.profile.metric
+    return [Stage('report', w / 'report', ['report', metric], deps=['test_teacher', 'test_hybrid', 'step2_search'],
+                  inputs=[w / 'test_teacher' / 'metrics.json', w / 'test_hybrid' / 'metrics.json',
+                          w / 'step2_search' / 'search.json'],
+                  action=lambda stage: write_method_report(w, metric), products=('report.md', 'report.json'),
+                  note=f'python -c "from jetvit_mm.method.stages import write_method_report; '
+                       f'from pathlib import Path; write_method_report(Path(\'{w}\'), \'{metric}\')"')]
+
+
+# The method, in order: each builds its stages from the run's options (every task, the demo's included)
+STEPS: List[Callable[[StageBuilder], List[Stage]]] = [
+    teacher_stages, distill_and_search(1), distill_and_search(2), hybrid_stages, report_stage]
+
+
+def method_stages(opts: MethodOptions) -> List[Stage]:
     """Every stage of the method, in order (the last one writes the report)."""
-    b = _Builder(opts)
-    p, w = opts.profile, b.w
-    teacher, head = _teacher_stages(b)
-    roots = loader_roots(opts.config, opts.data_root, ('train', ))
-    teacher_opt = f'model.teacher.checkpoint={opts.teacher}'
-    step1 = b.train('step1_distill', opts.config, [*roots, teacher_opt], [], opts.config)
-    step2_cfg = p.step2_config or opts.config
-    step2_opts = [] if p.step2_config else ['model.student.search_space=None']
-    best1 = FileText(w / 'step1_search' / 'best_arch_step1.txt')
-    step2 = b.train('step2_distill', step2_cfg, [*loader_roots(step2_cfg, opts.data_root, ('train', )), teacher_opt,
-                                                 *step2_opts, Join('model.student.step1_arch=', best1)],
-                    ['step1_search'], step2_cfg)
-    head_deps = [teacher[-1].deps[0]] if p.task != 'depth' else ['convert_teacher']
-    stages = [*teacher, step1, b.search(1, head, ['step1_distill', *head_deps]), step2,
-              b.search(2, head, ['step2_distill', 'step1_search', *head_deps])]
-    stages += _hybrid_stages(b, FileText(w / 'step2_search' / 'best_arch_step2.txt'))
-    report = Stage('report', w / 'report', ['report', opts.profile.metric], deps=['test_teacher', 'test_hybrid',
-                                                                                  'step2_search'],
-                   inputs=[w / 'test_teacher' / 'metrics.json', w / 'test_hybrid' / 'metrics.json',
-                           w / 'step2_search' / 'search.json'],
-                   action=lambda stage: write_method_report(w, opts.profile.metric),
-                   products=('report.md', 'report.json'),
-                   note=f'python -c "from jetvit_mm.mm.pipeline import write_method_report; '
-                        f'from pathlib import Path; write_method_report(Path(\'{w}\'), \'{opts.profile.metric}\')"')
-    return stages + [report]
+    b = StageBuilder(opts)
+    return [stage for step in STEPS for stage in step(b)]
 
 
 def logged_step_time(work_dir: Path) -> Optional[float]:

@@ -1,4 +1,5 @@
-"""The one resumable workflow engine of ``tools/pipeline.py`` and the demo: a stage is a named command (one of our
+"""The one resumable workflow engine of the method's stages (:mod:`jetvit_mm.method.stages`, run by
+``tools/pipeline.py`` and the demo): a stage is a named command (one of our
 tools run as a user runs it, or a Python step), its own output folder, and a fingerprint of its inputs (the command,
 the text of the configs it names with their bases merged, size and mtime of the other files it names, the
 fingerprints of the stages it depends on, and of the data folders it reads: every file's relative path, size and
@@ -15,11 +16,12 @@ Nothing is deleted that the workflow did not write: a stage folder holding files
 recorded (or with no marker at all) is refused before any stage runs, naming them (``overwrite`` replaces it). A
 stage that runs again keeps its previous complete outputs in ``.<name>.previous`` beside its folder until the new ones
 are complete (the tools write absolute paths into their outputs, e.g. ``last_checkpoint``, so a stage always runs in
-its own folder). A stage's command runs under a guard process (:mod:`jetvit_mm.mm.stage_guard`) that ends it, with
+its own folder). A stage's command runs under a guard process (:mod:`jetvit_mm.method.stage_guard`) that ends it, with
 every process it started, when the workflow's process ends by any signal, and holds the work dir's lock until then.
 
 Arguments that only exist once an earlier stage ran are :class:`FileText` (a file's stripped text, e.g. the arch a
 search picked) and :class:`Join` (pieces glued into one argument); ``--plan`` prints them as ``$(cat FILE)``.
+With ``jobs`` > 1 the stages whose inputs are done run side by side, the earlier in the list first.
 """
 import fcntl
 import hashlib
@@ -34,6 +36,7 @@ import sys
 import threading
 import time
 import warnings
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,9 +147,9 @@ def _config_text(path: Path) -> str:
     try:
         with CONFIG_LOCK, warnings.catch_warnings():  # mmengine's reader is not thread-safe (the demo's threads)
             warnings.simplefilter('ignore')
-            from mmengine.config import Config
+            from jetvit_mm.mm.launch import read_config
 
-            return json.dumps(Config.fromfile(str(path)).to_dict(), sort_keys=True, default=str)
+            return json.dumps(read_config(str(path)).to_dict(), sort_keys=True, default=str)
     except Exception:  # not an mmengine config (or one that fails to parse: the tool will say why)
         return text
 
@@ -307,21 +310,25 @@ def previous_dir(stage: Stage) -> Path:
     return Path(stage.out_dir).with_name(f'.{Path(stage.out_dir).name}.previous')
 
 
-def run_guarded(argv: Sequence[str], cwd: Optional[Path], env: Dict[str, str], log, keep_fd: Optional[int] = None
-                ) -> int:
-    """``argv`` under a guard process (:mod:`jetvit_mm.mm.stage_guard`), its output to the open file ``log``; its
+def run_guarded(argv: Sequence[str], cwd: Optional[Path], env: Dict[str, str], log, keep_fd: Optional[int] = None,
+                guards: Optional[set] = None) -> int:
+    """``argv`` under a guard process (:mod:`jetvit_mm.method.stage_guard`), its output to the open file ``log``; its
     exit status. The guard, in a session of its own, ends the command and every process it started when this process
     ends (any signal, ``kill -9`` included), and holds ``keep_fd`` (the work dir's lock) until they are all gone;
-    an exception here (Ctrl-C) stops it and waits for it."""
+    an exception here (Ctrl-C) stops it and waits for it. ``guards``: the running guards, this one among them."""
     proc = subprocess.Popen([sys.executable, '-I', str(GUARD), str(os.getpid()), '--', *argv], cwd=cwd, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             pass_fds=() if keep_fd is None else (keep_fd, ))
+    guards = set() if guards is None else guards
+    guards.add(proc)
     try:
         return proc.wait()
     except BaseException:
         proc.send_signal(signal.SIGTERM)
         proc.wait()
         raise
+    finally:
+        guards.discard(proc)
 
 
 class Workflow:
@@ -336,6 +343,7 @@ class Workflow:
         self.timings: Dict[str, float] = {}
         self.data_fingerprints: Dict[str, str] = {}  # of the data folders, once per run
         self.lock_fd: Optional[int] = None  # the work dir's lock while held: inherited by the stages' guards
+        self.guards: set = set()  # the guard processes of the running stages
 
     def data_fingerprint(self, root: Path) -> str:
         """:func:`tree_fingerprint` of a data folder, computed once per run."""
@@ -466,7 +474,7 @@ class Workflow:
         with open(log, 'a') as f:
             f.write('$ ' + ' '.join(shlex.quote(a) for a in argv) + '\n')
             f.flush()
-            returncode = run_guarded(argv, self.cwd, {**self.env, **stage.env}, f, self.lock_fd)
+            returncode = run_guarded(argv, self.cwd, {**self.env, **stage.env}, f, self.lock_fd, self.guards)
         if returncode != 0:
             tail = ''.join(log.read_text(errors='replace').splitlines(keepends=True)[-30:])
             raise RuntimeError(f'stage {stage.name} failed (exit {returncode}); log {log}:\n{tail}')
@@ -505,13 +513,39 @@ class Workflow:
         if refused and not self.overwrite:
             raise RuntimeError('\n'.join(refused))
 
-    def run_all(self, stages: Sequence[Stage], until: Optional[str] = None) -> None:
-        """The stages in order, stopping after ``until``; the folders are checked first (:meth:`check_folders`)."""
+    def run_all(self, stages: Sequence[Stage], until: Optional[str] = None, jobs: int = 1) -> None:
+        """The stages in order, stopping after ``until``; the folders are checked first (:meth:`check_folders`).
+        ``jobs`` > 1: at most that many at a time, each once the stages it depends on are done, a waiting stage
+        earlier in the list first; after a failure no stage starts, the running ones end and the failure is raised."""
         names = [s.name for s in stages]
         stages = stages[:names.index(until) + 1] if until in names else stages
         self.check_folders(stages)
-        for stage in stages:
-            self.run(stage)
+        if jobs == 1:
+            for stage in stages:
+                self.run(stage)
+            return
+        todo, running, done, failure = list(stages), {}, set(), None
+        with ThreadPoolExecutor(jobs) as pool:
+            try:
+                while running or (todo and failure is None):
+                    ready = [s for s in todo if set(s.deps) <= done] if failure is None else []
+                    for stage in ready[:jobs - len(running)]:
+                        todo.remove(stage)
+                        running[pool.submit(self.run, stage)] = stage.name
+                    if not running:
+                        raise RuntimeError(f'stages {[s.name for s in todo]} wait for stages not in the workflow')
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        name = running.pop(future)
+                        if future.exception() is None:
+                            done.add(name)
+                        failure = failure or future.exception()
+            except BaseException:  # Ctrl-C: the running stages end too
+                for guard in list(self.guards):
+                    guard.send_signal(signal.SIGTERM)
+                raise
+        if failure is not None:
+            raise failure
 
     def preview(self, stages: Sequence[Stage]) -> List[str]:
         """Per stage: ``done``, ``resume``, ``run`` or ``run (inputs not made yet)`` as a plan would find it,

@@ -16,8 +16,9 @@ from jetvit_mm.models import JetViT
 from jetvit_mm.models.token_reduction import Clustering, ClusterSpec, cluster_rope, cluster_tokens, reconstruct
 from jetvit_mm.search.latency import latency_calls
 
-from .checkpoints import digest
-from .paths import REPO
+from .demo_checkpoints import digest
+
+REPO = Path(__file__).resolve().parents[2]
 
 LATENCY_MODEL = 'dinov3_vitb16'
 LATENCY_SIZE = (1024, 2048)

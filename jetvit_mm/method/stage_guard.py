@@ -1,4 +1,4 @@
-"""The process a workflow stage's command runs under (:func:`jetvit_mm.mm.workflow.run_guarded`): it starts the
+"""The process a workflow stage's command runs under (:func:`jetvit_mm.method.workflow.run_guarded`): it starts the
 command and ends it, with every process the command started, when the workflow's process is gone (whatever ended
 it, ``kill -9`` included), when it is told to stop (SIGTERM, SIGINT, SIGHUP), and when the command exits (what it
 left running). It holds the workflow's lock (an inherited descriptor) until the last of them is dead, so no second
