@@ -39,10 +39,11 @@ def test_arbitrary_globals_still_refused(tmp_path, payload):
         load_local_checkpoint(str(path))
 
 
-def test_runner_loads_through_the_core_reader(tmp_path):
+def test_runner_loads_through_the_core_reader(tmp_path, monkeypatch):
     """JetViTRunner's load (``load_from``, ``--resume``) reads with the core's read, not mmengine's loaders (left as
     they are): a runner checkpoint with HistoryBuffers loads weights-only, its config text literal-only, its message
-    hub back as HistoryBuffers; a remote name is refused naming what it reads."""
+    hub back as HistoryBuffers; a URL (a model zoo's ``load_from``) is read from its copy in torch's hub cache, fetched
+    once; a scheme it cannot fetch is refused naming those it can."""
     from mmengine.runner.checkpoint import CheckpointLoader
 
     from jetvit_mm.mm.runner import JetViTRunner
@@ -57,8 +58,15 @@ def test_runner_loads_through_the_core_reader(tmp_path):
         loaded = runner.load_checkpoint(str(tmp_path / 'iter_1.pth'))
     assert torch.equal(runner.model.weight, torch.ones(2, 2)) and loaded['meta']['config'] == 'a = 1\n'
     assert loaded['message_hub']['loss'].mean() == 2.0 and CheckpointLoader._schemes == schemes
-    with pytest.raises(ValueError, match='local checkpoint files only'):
-        runner.load_checkpoint('https://example.com/iter_1.pth')
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
+    torch.nn.init.zeros_(runner.model.weight)
+    with pytest.warns(UserWarning, match='never run'):
+        runner.load_checkpoint((tmp_path / 'iter_1.pth').as_uri())
+    assert torch.equal(runner.model.weight, torch.ones(2, 2))
+    copy = tmp_path / 'torch' / 'hub' / 'checkpoints' / 'iter_1.pth'
+    assert copy.read_bytes() == (tmp_path / 'iter_1.pth').read_bytes()
+    with pytest.raises(ValueError, match=r'http://, https:// or file:// URL, not s3://'):
+        runner.load_checkpoint('s3://bucket/iter_1.pth')
 
 
 def pickled_globals(path) -> list:

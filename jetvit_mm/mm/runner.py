@@ -15,7 +15,9 @@ It is mmengine's :class:`~mmengine.runner.Runner` with:
 """
 import os
 import re
+import urllib.parse
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any, Dict, Optional
 
 import torch
@@ -53,6 +55,22 @@ def init_cpu_process_group(launcher: str) -> None:
 JETVIT_DEFAULT_HOOKS = dict(
     plain_checkpoint=dict(type='PlainCheckpointHook'),
     checkpoint_digest=dict(type='CheckpointDigestHook'))
+
+
+def local_copy(filename: str) -> str:
+    """``filename`` itself, or for a URL (``http``, ``https``, ``file``) its copy in torch's hub cache
+    (``<hub dir>/checkpoints/<file name>``, as mmengine's and torch's loaders keep it), downloaded when missing."""
+    if '://' not in filename:
+        return filename
+    scheme = filename.split('://', 1)[0]
+    if scheme not in ('http', 'https', 'file'):
+        raise ValueError(f'{filename}: a checkpoint is a local path or an http://, https:// or file:// URL, '
+                         f'not {scheme}://; download it and give its path')
+    local = Path(torch.hub.get_dir()) / 'checkpoints' / Path(urllib.parse.urlparse(filename).path).name
+    if not local.is_file():
+        local.parent.mkdir(parents=True, exist_ok=True)
+        torch.hub.download_url_to_file(filename, str(local), progress=False)  # written aside, then moved
+    return str(local)
 
 
 @RUNNERS.register_module()
@@ -94,12 +112,11 @@ class JetViTRunner(CheckedDataMixin, Runner):
                         revise_keys: list = [(r'^module.', '')]) -> Dict:  # noqa: B006 (mmengine's signature)
         """mmengine's ``load_checkpoint`` (also what ``resume`` reads through) with the file read by the core's
         :func:`~jetvit_mm.models.checkpoint.read`: a local file, opened once, weights-only, checked, its config text
-        literal-only. Tensors load to the CPU (``map_location`` is mmengine's; the model and optimizer place them)."""
-        if '://' in str(filename):
-            raise ValueError(f'{filename}: JetViTRunner loads local checkpoint files only (load_from / --resume); '
-                             'download it first and give its path')
+        literal-only; an http(s) URL (a model zoo's ``load_from``) is read from its copy in torch's hub cache,
+        downloaded once as mmengine's loader does. Tensors load to the CPU (``map_location`` is mmengine's; the model
+        and optimizer place them)."""
         allow_runner_checkpoint_types()
-        checkpoint = read(filename).raw
+        checkpoint = read(local_copy(str(filename))).raw
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         state = checkpoint.get('state_dict', checkpoint)
