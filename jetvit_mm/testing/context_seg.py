@@ -30,13 +30,13 @@ Only numpy and PIL are used.
 """
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from types import MappingProxyType
 from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
-
-from .datasets import CITYSCAPES_DEFAULT_CITIES, _check_splits, _sample_rng, _save_png, cityscapes_train_ids_to_ids
+from PIL import Image
 
 PathLike = Union[str, Path]
 Size = Tuple[int, int]  # (height, width)
@@ -54,6 +54,40 @@ DISTRACTOR_COLORS = ((235, 215, 30), (215, 40, 215), (40, 215, 215), (240, 130, 
 NUM_TASK_CLASSES = OBJECT_BASE + len(SHAPES) * NUM_CUES  # 8: train ids 0..7 (of Cityscapes' 19)
 CORNERS = ('top_left', 'top_right', 'bottom_left', 'bottom_right')
 CONTEXT_SEG_SPLITS = MappingProxyType({'train': 512, 'val': 128})
+
+#: Cityscapes label id of each of the 19 train ids (0..18); train id 255 (ignore) maps to 0.
+CITYSCAPES_TRAIN_ID_TO_ID = (7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 31, 32, 33)
+CITYSCAPES_DEFAULT_CITIES = MappingProxyType({
+    'train': ('aachen', 'bochum'),
+    'val': ('frankfurt', 'lindau'),
+    'test': ('berlin', 'bielefeld'),
+})  # fmt: skip
+
+
+def sample_rng(seed: int, *keys: Union[str, int]) -> np.random.Generator:
+    """A generator for one sample, independent of every other sample."""
+    entropy = [int(seed)] + [zlib.crc32(k.encode()) if isinstance(k, str) else int(k) for k in keys]
+    return np.random.default_rng(entropy)
+
+
+def save_png(path: Path, array: np.ndarray) -> None:
+    """Write a uint8 (L or RGB) or uint16 (16-bit grey) PNG."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(array).save(path, format='PNG')
+
+
+def check_splits(splits: Mapping[str, int], valid: Sequence[str], dataset: str) -> None:
+    """Raise on a split name the real dataset does not have."""
+    unknown = sorted(set(splits) - set(valid))
+    if unknown:
+        raise ValueError(f'{dataset}: unknown split(s) {unknown}; valid splits are {list(valid)}')
+
+
+def cityscapes_train_ids_to_ids(train_ids: np.ndarray) -> np.ndarray:
+    """Map a Cityscapes train-id map to label ids (official table; ignore -> 0 "unlabeled")."""
+    lut = np.zeros(256, np.uint8)
+    lut[: len(CITYSCAPES_TRAIN_ID_TO_ID)] = CITYSCAPES_TRAIN_ID_TO_ID
+    return lut[train_ids]
 
 
 def object_class(shape: int, cue: int) -> int:
@@ -121,7 +155,7 @@ def partner_sample(seed: int, split: str, index: int, size: Size = (64, 128), pa
                          f'of two patches')
     rows, cols = h // patch, w // patch
     offset = cols // 2
-    rng = _sample_rng(seed, 'context_seg', split, index)
+    rng = sample_rng(seed, 'context_seg', split, index)
     rgb = _background(rng, size)
     label = np.full(size, BACKGROUND, np.uint8)
     used, objects = set(), []
@@ -174,7 +208,7 @@ def corner_sample(seed: int, split: str, index: int, size: Size = (64, 128), exc
         raise ValueError(f'image size {size} must be at least twice the exclusion block ({exclusion}) per side')
     if marker_size > exclusion:
         raise ValueError(f'marker_size {marker_size} does not fit in the exclusion block {exclusion}')
-    rng = _sample_rng(seed, 'context_seg_corner', split, index)
+    rng = sample_rng(seed, 'context_seg_corner', split, index)
     corner = CORNERS[int(rng.integers(len(CORNERS)))]
     cue = int(rng.integers(NUM_CUES))
     rgb = _background(rng, size)
@@ -263,7 +297,7 @@ def make_context_seg(
     ``splits``: number of images per split (``train`` / ``val`` / ``test``); ``task``: ``'partner'`` or
     ``'corner'``; ``sample_args`` go to :func:`partner_sample` / :func:`corner_sample`.
     """
-    _check_splits(splits, tuple(CITYSCAPES_DEFAULT_CITIES), 'context_seg')
+    check_splits(splits, tuple(CITYSCAPES_DEFAULT_CITIES), 'context_seg')
     root = Path(root)
     for split, count in splits.items():
         split_cities = tuple(cities) if cities else CITYSCAPES_DEFAULT_CITIES[split]
@@ -271,8 +305,8 @@ def make_context_seg(
             image, train_ids, _ = context_seg_sample(seed, split, index, task, size=size, **sample_args)
             city = split_cities[index % len(split_cities)]
             stem = f'{city}_{index:06d}_{19:06d}'
-            _save_png(root / 'leftImg8bit' / split / city / f'{stem}_leftImg8bit.png', image)
+            save_png(root / 'leftImg8bit' / split / city / f'{stem}_leftImg8bit.png', image)
             gt_dir = root / 'gtFine' / split / city
-            _save_png(gt_dir / f'{stem}_gtFine_labelTrainIds.png', train_ids)
-            _save_png(gt_dir / f'{stem}_gtFine_labelIds.png', cityscapes_train_ids_to_ids(train_ids))
+            save_png(gt_dir / f'{stem}_gtFine_labelTrainIds.png', train_ids)
+            save_png(gt_dir / f'{stem}_gtFine_labelIds.png', cityscapes_train_ids_to_ids(train_ids))
     return root
