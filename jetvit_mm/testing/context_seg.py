@@ -180,16 +180,6 @@ def partner_sample(seed: int, split: str, index: int, size: Size = (64, 128), pa
     return np.clip(rgb, 0, 255).astype(np.uint8), label, dict(objects=objects)
 
 
-def read_color_cue(image: np.ndarray, box: Tuple[int, int, int, int]) -> Optional[int]:
-    """The cue whose colour fills ``box`` of ``image`` (each channel's mean within 40), or None."""
-    y0, x0, y1, x1 = box
-    mean = image[y0:y1, x0:x1].astype(np.float64).mean((0, 1))
-    for cue, color in enumerate(CUE_COLORS):
-        if np.abs(mean - np.asarray(color)).max() < 40:
-            return cue
-    return None
-
-
 def corner_sample(seed: int, split: str, index: int, size: Size = (64, 128), exclusion: int = 32,
                   marker_size: int = 32, num_objects: Tuple[int, int] = (2, 4),
                   object_size: Tuple[int, int] = (16, 47), align: int = 16,
@@ -259,20 +249,6 @@ def corner_sample(seed: int, split: str, index: int, size: Size = (64, 128), exc
         boxes.append((y0, x0, y1, x1))
     meta = dict(corner=corner, cue=cue, marker_box=marker_box, objects=objects, distractors=boxes)
     return np.clip(rgb, 0, 255).astype(np.uint8), label, meta
-
-
-def read_corner_cue(image: np.ndarray, exclusion: int = 32, min_pixels: int = 64) -> Optional[int]:
-    """The marker's cue index read back from the pixels alone: the cue colour of which a corner block holds at
-    least ``min_pixels`` pixels (within 40 per channel), or None."""
-    h, w = image.shape[:2]
-    rgb = image.astype(np.int16)
-    for corner in CORNERS:
-        y0, x0, y1, x1 = _exclusion_block(corner, (h, w), exclusion)
-        block = rgb[y0:y1, x0:x1]
-        for cue, color in enumerate(CUE_COLORS):
-            if (np.abs(block - np.asarray(color)).max(-1) < 40).sum() >= min_pixels:
-                return cue
-    return None
 
 
 def context_seg_sample(seed: int, split: str, index: int, task: str = 'partner',
