@@ -21,12 +21,11 @@ from jetvit_mm.depth.formats import (
     read_cityscapes_camera,
     read_diode_depth,
     read_sintel_dpt,
-    write_sintel_dpt,
 )
 from jetvit_mm.models.depth_anything import JetViTDepthAnything, export_mmseg_checkpoint
 
 from .conftest import REPO, run_tool
-from .fixtures.datasets import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth
+from .fixtures.datasets import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth, write_sintel_dpt
 from .test_depth import TINY, TINY_HEAD, infer_image_reference, write_original_checkpoint
 
 BASELINE, FX = CITYSCAPES_CAMERA['extrinsic']['baseline'], CITYSCAPES_CAMERA['intrinsic']['fx']
