@@ -1,32 +1,22 @@
-"""A generated segmentation task where far-away context decides the class: the demo's dataset.
+"""A generated segmentation task where far-away context decides the class: the demo's dataset (the task and why it
+needs global context: docs/toy_reproduction.md).
 
-**partner** (the default task). Every 64x128 image (a 4 x 8 grid of 16-pixel patches) shows two to
-four grey **objects**, one patch each, flat or striped, on a low-saturation textured background.
-Each object has a **partner**: a red, green or blue square on the patch half the image width away in
-the same row (column c +- 4). The *texture* of an object is visible locally, its *class* also depends
-on its partner's colour::
+**partner** (the default task). Every 64x128 image (a 4 x 8 grid of 16-pixel patches) shows two to four grey
+**objects**, one patch each, flat or striped, on a low-saturation textured background. Each object has a
+**partner**, a red, green or blue square on the patch half the image width away in the same row (column c +- 4),
+labelled ``MARKER``; ``class(object) = OBJECT_BASE + shape * NUM_CUES + cue`` (shape: 0 solid, 1 striped; cue:
+0 red, 1 green, 2 blue). An object and its partner are never in one window of at most half the grid width.
 
-    class(object) = OBJECT_BASE + shape * NUM_CUES + cue    # shape: 0 solid, 1 striped; cue: 0 red, 1 green, 2 blue
-
-An object and its partner are never in the same attention window of a window mixer whose window is
-at most half the grid width (the demo's window: 2 x 2 patches), so window attention cannot read
-the partner directly, only through the prefix (cls + register) tokens, which would have to carry
-the colour map of the whole image; full attention (RoPE: relative offsets) reads it directly,
-linear attention only through its global, unsharp sum. Partners are labelled ``MARKER``.
-
-**corner** (``task='corner'``). One marker fills a corner block and every object takes its colour:
-one cue for the whole image. Measured in the demo's setting: window attention recovers it through the
-register tokens after a short distillation, so attention type hardly changes accuracy there; kept
-for that comparison. Optional ``distractors`` (saturated squares in non-cue colours, labelled
+**corner** (``task='corner'``). One marker fills a corner block and every object takes its colour: one cue for the
+whole image. Window attention recovers it through the register tokens after a short distillation (measured in the
+demo's setting); kept for that comparison. Optional ``distractors`` (saturated squares in non-cue colours, labelled
 background) make its marker harder to find.
 
 Files are written in the exact Cityscapes layout (``leftImg8bit/<split>/<city>/*_leftImg8bit.png``,
 ``gtFine/<split>/<city>/*_gtFine_labelTrainIds.png`` and ``*_gtFine_labelIds.png``), so mmseg's
-``CityscapesDataset`` reads them unchanged (19 classes; this task uses train ids 0..7).
-Each sample comes from its own generator seeded by ``(seed, split, index)``: the same seed gives the
-same bytes, and a sample does not change when another split grows.
-
-Only numpy and PIL are used.
+``CityscapesDataset`` reads them unchanged (19 classes; this task uses train ids 0..7). Each sample comes from its
+own generator seeded by ``(seed, split, index)``: the same seed gives the same bytes, and a sample does not change
+when another split grows. Only numpy and PIL are used.
 """
 from __future__ import annotations
 
