@@ -140,11 +140,8 @@ def measure_forward_memory(model_kwargs: Dict[str, Any], input_shape: Sequence[i
 
 
 def build_distill(spec: Dict[str, Any]) -> Tuple[torch.nn.Module, Callable[[torch.Tensor], torch.Tensor]]:
-    """The planner's distillation model: :func:`~jetvit_mm.benchmark.distill.build_distiller` of ``spec['model']``
-    (JetViT kwargs of both), ``spec['arch']`` (the supernet student's path) and ``spec['checkpointing']`` (per-block
-    activation checkpointing on the student), MSE on the last layer. Returns ``(model, loss_fn)``: the pure
-    :class:`~jetvit_mm.distill.distiller.Distiller` (``model.teacher`` / ``model.student``) and its call, the loss
-    of one batch."""
+    """The planner's distillation model, ``(model, loss_fn)``: :func:`~jetvit_mm.benchmark.distill.build_distiller` of
+    ``spec['model']`` (JetViT kwargs), ``spec['arch']`` and ``spec['checkpointing']``, MSE on the last layer."""
     model = build_distiller(spec['model'], spec['arch'], checkpointing=bool(spec.get('checkpointing')))
     return model, model
 
