@@ -77,6 +77,6 @@ def run_tool(script: str, *args: str, cwd: Path = REPO, check: bool = True,
 
 @pytest.fixture(scope='session')
 def tiny_cityscapes(tmp_path_factory) -> Path:
-    from jetvit_mm.testing import make_cityscapes
+    from .fixtures.datasets import make_cityscapes
     return make_cityscapes(tmp_path_factory.mktemp('cityscapes'), splits={'train': 4, 'val': 2}, size=(64, 128),
                            seed=0)

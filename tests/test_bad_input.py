@@ -168,7 +168,7 @@ def test_empty_dataset_through_the_train_tool(tmp_path):
 
 @pytest.fixture
 def coco(tmp_path):
-    from jetvit_mm.testing.datasets import make_coco
+    from .fixtures.datasets import make_coco
     root = make_coco(tmp_path / 'coco', splits={'train2017': 1, 'val2017': 1, 'test2017': 0})
     good = root / 'annotations' / 'instances_val2017.json'
     truncated = tmp_path / 'truncated.json'
@@ -449,7 +449,8 @@ def test_dataset_names_an_image_too_large_or_too_thin(bad_images, tmp_path):
     import shutil
 
     from jetvit_mm.mm.data_checks import build_checked_dataset
-    from jetvit_mm.testing import make_cityscapes
+
+    from .fixtures.datasets import make_cityscapes
     root = make_cityscapes(tmp_path / 'cityscapes', splits={'train': 2, 'val': 2}, size=(64, 128), seed=0)
     cfg = Config.fromfile(str(PROBE))
     for split, loader, long_side in (('val', cfg.val_dataloader, 128), ('train', cfg.train_dataloader, 128 * 0.75)):

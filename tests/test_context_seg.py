@@ -1,6 +1,7 @@
 """The demo's context task: Cityscapes layout read by mmseg, determinism, and labels that need the distant cue."""
 import hashlib
 from pathlib import Path
+from typing import Optional, Tuple
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ from PIL import Image
 
 from jetvit_mm.testing.context_seg import (
     BACKGROUND,
+    CORNERS,
     CUE_COLORS,
     DISTRACTOR_COLORS,
     MARKER,
@@ -19,11 +21,34 @@ from jetvit_mm.testing.context_seg import (
     make_context_seg,
     object_class,
     partner_sample,
-    read_color_cue,
-    read_corner_cue,
 )
+from jetvit_mm.testing.context_seg import _exclusion_block as exclusion_block
 
 SPLITS = {'train': 6, 'val': 3}
+
+
+def read_color_cue(image: np.ndarray, box: Tuple[int, int, int, int]) -> Optional[int]:
+    """The cue whose colour fills ``box`` of ``image`` (each channel's mean within 40), or None."""
+    y0, x0, y1, x1 = box
+    mean = image[y0:y1, x0:x1].astype(np.float64).mean((0, 1))
+    for cue, color in enumerate(CUE_COLORS):
+        if np.abs(mean - np.asarray(color)).max() < 40:
+            return cue
+    return None
+
+
+def read_corner_cue(image: np.ndarray, exclusion: int = 32, min_pixels: int = 64) -> Optional[int]:
+    """The marker's cue index read back from the pixels alone: the cue colour of which a corner block holds at
+    least ``min_pixels`` pixels (within 40 per channel), or None."""
+    h, w = image.shape[:2]
+    rgb = image.astype(np.int16)
+    for corner in CORNERS:
+        y0, x0, y1, x1 = exclusion_block(corner, (h, w), exclusion)
+        block = rgb[y0:y1, x0:x1]
+        for cue, color in enumerate(CUE_COLORS):
+            if (np.abs(block - np.asarray(color)).max(-1) < 40).sum() >= min_pixels:
+                return cue
+    return None
 
 
 def _digests(root: Path) -> dict:

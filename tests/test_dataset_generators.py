@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jetvit_mm.testing import (
+from jetvit_mm.testing.context_seg import CITYSCAPES_TRAIN_ID_TO_ID
+
+from .conftest import REPO
+from .fixtures.datasets import (
     ADE20K_NUM_CLASSES,
-    CITYSCAPES_TRAIN_ID_TO_ID,
     COCO_CATEGORIES,
     DA2K_SCENES,
     NYU_SCENES,
@@ -92,11 +94,11 @@ def test_unknown_split_raises(tmp_path):
 @pytest.mark.integration
 def test_import_is_cheap():
     code = (
-        'import sys, jetvit_mm.testing; '
+        'import sys, jetvit_mm.testing, tests.fixtures.datasets; '
         "bad = [m for m in sys.modules if m.split('.')[0] in ('mmengine', 'mmseg', 'mmdet', 'mmcv', 'torch')]; "
         'assert not bad, bad'
     )
-    subprocess.run([sys.executable, '-c', code], check=True)
+    subprocess.run([sys.executable, '-c', code], check=True, cwd=REPO)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -126,7 +128,7 @@ def test_cityscapes_layout_and_labels(tmp_path):
 
 
 def test_cityscapes_default_cities():
-    from jetvit_mm.testing.datasets import CITYSCAPES_DEFAULT_CITIES
+    from jetvit_mm.testing.context_seg import CITYSCAPES_DEFAULT_CITIES
 
     assert CITYSCAPES_DEFAULT_CITIES['val'] == ('frankfurt', 'lindau')
 

@@ -329,7 +329,8 @@ def test_da2k_point_frame_follows_exif_orientation(tmp_path):
 def test_da2k_dataset_and_accuracy_on_generated_benchmark(tmp_path):
     """The true disparity scores 100 %, the true depth (the wrong order) 0 %; bad points name file and pair."""
     from jetvit_mm.mm.depth import DA2KDataset, DA2KMetric
-    from jetvit_mm.testing import make_da2k
+
+    from .fixtures.datasets import make_da2k
 
     root = make_da2k(tmp_path / 'da2k', images_per_scene=2, scenes=('indoor', 'outdoor'), pairs_per_image=3,
                      size=(48, 64), seed=0, save_depth=True)
@@ -411,7 +412,7 @@ def test_ssi_loss_is_invariant_and_trains_the_head():
 # ------------------------------------------------------------------------------------------ 3. through the tools
 @pytest.fixture(scope='module')
 def depth_data(tmp_path_factory):
-    from jetvit_mm.testing import make_da2k, make_depth
+    from .fixtures.datasets import make_da2k, make_depth
 
     root = tmp_path_factory.mktemp('depth')
     teacher = root / 'depth_anything_v2_tiny.pth'

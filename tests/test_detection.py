@@ -60,7 +60,7 @@ def build_mmdet(cfg: Config) -> nn.Module:
 # ------------------------------------------------------------------ 1. tools/train.py + tools/test.py, COCO metrics
 @pytest.fixture(scope='module')
 def tiny_coco(tmp_path_factory) -> Path:
-    from jetvit_mm.testing import make_coco
+    from .fixtures.datasets import make_coco
 
     return make_coco(tmp_path_factory.mktemp('coco'), splits={'train2017': 2, 'val2017': 2}, size=(64, 96), seed=0)
 

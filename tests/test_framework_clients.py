@@ -40,7 +40,7 @@ def det_options(root: Path) -> list:
 @pytest.fixture(scope='module')
 def trained(tiny_cityscapes, tmp_path_factory) -> dict:
     """A segmentation probe and a Mask R-CNN, each trained for 2 iterations by jetvit_mm's tools/train.py."""
-    from jetvit_mm.testing import make_coco
+    from .fixtures.datasets import make_coco
 
     root = tmp_path_factory.mktemp('clients')
     coco = make_coco(root / 'coco', splits={'train2017': 2, 'val2017': 2}, size=(64, 96), seed=0)

@@ -42,7 +42,7 @@ def run_framework_tool(framework: str, script: str, *args, cwd: Path) -> subproc
 
 @pytest.fixture(scope='module')
 def data(tiny_cityscapes, tmp_path_factory) -> dict:
-    from jetvit_mm.testing import make_coco
+    from .fixtures.datasets import make_coco
 
     coco = make_coco(tmp_path_factory.mktemp('coco'), splits={'train2017': 2, 'val2017': 2}, size=(64, 96), seed=0)
     ann = coco / 'annotations' / 'instances_val2017.json'

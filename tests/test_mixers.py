@@ -23,7 +23,7 @@ from jetvit_mm.models.mixers import (
     validate_arch,
 )
 from jetvit_mm.models.mixers.linear import focused_relu
-from jetvit_mm.models.mixers.rope import apply_rope_table, rope_table, rotate_patch_tokens
+from jetvit_mm.models.mixers.rope import apply_rope_table, rope_table
 
 DIM, HEADS, PREFIX = 32, 2, 5
 HEAD_DIM = DIM // HEADS
@@ -161,7 +161,7 @@ def test_rope_table_gives_timm_rotation_bit_for_bit(x_dtype, rope_dtype, num_pre
     patches = apply_rot_embed_cat(x[:, :, num_prefix_tokens:], rope, half=True)  # timm, patch tokens only
     # cast back: timm 1.0.31 does it itself, 1.0.29 (the GPU image's) returns the promoted dtype
     expected = torch.cat([x[:, :, :num_prefix_tokens], patches.to(x_dtype)], dim=2)
-    out = rotate_patch_tokens(x, rope, num_prefix_tokens)
+    out = apply_rope_table(x, rope_table(rope, num_prefix_tokens))
     assert out.dtype == x_dtype and torch.equal(out, expected)
     with pytest.raises(ValueError, match=r'rope table must have shape \(num_tokens, 2 \* head_dim\)'):
         apply_rope_table(x, rope_table(rope, num_prefix_tokens + 1))

@@ -67,7 +67,8 @@ def test_wall_time_estimates_are_computed_from_the_configs_and_measurements():
 
 
 def test_wall_time_arithmetic():
-    from jetvit_mm.benchmark.walltime import StageCost, stage_hours
+    module = _estimates_module()
+    StageCost, stage_hours = module.StageCost, module.stage_hours  # noqa: N806
     h = stage_hours(StageCost('s', 'c', iters=3600, batch_per_gpu=2, frozen_ms=100, trained_ms=100, eval_images=7200,
                           eval_gpus=2, eval_ms=1000))
     assert h['train_h'] == pytest.approx(3600 * 2 * 400 / 3.6e6) and h['eval_h'] == pytest.approx(1.0)

@@ -290,7 +290,7 @@ def test_search_latency_size_is_the_preprocessed_input(pipeline, tmp_path):
     """ADE20K images are rarely multiples of the patch (512x683): the latency model times the size the backbone
     sees: one sliding window (32x32 in this config) of the preprocessed image, in whole patches. The teacher is
     scored per stage (its metric and head)."""
-    from jetvit_mm.testing import make_ade20k
+    from .fixtures.datasets import make_ade20k
     ade = make_ade20k(tmp_path / 'ade', splits={'training': 1, 'validation': 2}, size=(64, 85), seed=0)
     work = tmp_path / 'search'
     run_tool('search.py', REPO / 'tests/configs/seg_linear_probe_tiny_ade20k.py', pipeline['step1'], '--metric',

@@ -176,7 +176,7 @@ def sizes(root: Path) -> list:
 def test_ranks_with_different_val_data_refuse_before_any_scoring(pipeline, latency_table, tmp_path, other):  # noqa: F811
     """Rank 1 with another val data_root: every rank's inputs are gathered and compared at start, and the search is
     refused (no score, torchrun fails: no rank searches on, none waits) naming rank 1 and the input that differs."""
-    from jetvit_mm.testing import make_cityscapes
+    from .fixtures.datasets import make_cityscapes
     p = pipeline
     mine = uncompressed_copy(p['data'], tmp_path / 'mine', invert=False)
     if other == '24 images':

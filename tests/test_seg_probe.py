@@ -64,7 +64,7 @@ def png(path: str) -> np.ndarray:
 # ------------------------------------------------------------------ generated data and the backbone's weights
 @pytest.fixture(scope='module')
 def tiny_ade20k(tmp_path_factory) -> Path:
-    from jetvit_mm.testing import make_ade20k
+    from .fixtures.datasets import make_ade20k
     return make_ade20k(tmp_path_factory.mktemp('ade') / 'ADEChallengeData2016',
                        splits={'training': 4, 'validation': 2}, size=(64, 64), seed=0)
 

@@ -28,7 +28,7 @@ def data(tmp_path_factory) -> dict:
     480x640, NYU 480x640 (its test split) and the same images as an unlabeled folder."""
     import shutil
 
-    from jetvit_mm.testing import make_ade20k, make_cityscapes, make_coco, make_depth
+    from .fixtures.datasets import make_ade20k, make_cityscapes, make_coco, make_depth
     root = tmp_path_factory.mktemp('shipped')
     nyu = make_depth(root / 'nyu', splits={'train': 2, 'test': 1}, size=(480, 640), seed=0)
     unlabeled = root / 'unlabeled' / 'images'

@@ -21,12 +21,11 @@ from jetvit_mm.depth.formats import (
     read_cityscapes_camera,
     read_diode_depth,
     read_sintel_dpt,
-    write_sintel_dpt,
 )
 from jetvit_mm.models.depth_anything import JetViTDepthAnything, export_mmseg_checkpoint
-from jetvit_mm.testing import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth
 
 from .conftest import REPO, run_tool
+from .fixtures.datasets import CITYSCAPES_CAMERA, make_cityscapes_depth, make_diode, make_sintel_depth, write_sintel_dpt
 from .test_depth import TINY, TINY_HEAD, infer_image_reference, write_original_checkpoint
 
 BASELINE, FX = CITYSCAPES_CAMERA['extrinsic']['baseline'], CITYSCAPES_CAMERA['intrinsic']['fx']
@@ -256,7 +255,7 @@ def test_shipped_zero_shot_config_through_tools_test(name, data, checkpoint, tmp
 def test_search_scores_archs_by_a_zero_shot_set(data, checkpoint, tmp_path):
     """tools/search.py takes a zero-shot config as its evaluation: Step 1 on DIODE AbsRel (lower is better, as the
     metric declares) after a supernet distillation, and the best arch is the lowest score."""
-    from jetvit_mm.testing import make_depth
+    from .fixtures.datasets import make_depth
 
     mmseg_ckpt, original = checkpoint
     nyu = make_depth(tmp_path / 'nyu', splits={'train': 4}, size=(48, 64), seed=0)

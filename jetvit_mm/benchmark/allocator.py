@@ -1,15 +1,12 @@
 """Host-allocator policy for CPU timing.
 
-glibc's malloc serves blocks above its mmap threshold (at most 32 MiB once it has adapted) with a fresh ``mmap``
-and hands them back with ``munmap`` on free. A ViT-B forward at 1024x2048 allocates 25 MiB token tensors and
-100 MiB MLP hidden tensors, so every forward maps them again and the kernel zero-fills each page on first touch:
-about 1.2 million page faults per forward on the project's VM (~1 s of an 8 s all-L forward; at 512x1024 most
-blocks stay under the threshold and are recycled). Their cost depends on the VM's memory state, so it moved
-whole-model timings by up to ~15 % between otherwise idle runs.
-
-:func:`keep_freed_memory` makes malloc keep freed blocks for reuse (no per-forward mmap, no trimming), which is
-what a CPU deployment gets from jemalloc / tcmalloc (PyTorch's CPU performance guide recommends one of them). It
-is process-wide and cannot be undone, so call it in a process that only benchmarks.
+glibc's malloc serves blocks above its mmap threshold (at most 32 MiB once adapted) with a fresh ``mmap`` and
+``munmap``s them on free. A ViT-B forward at 1024x2048 allocates 25 MiB token and 100 MiB MLP hidden tensors, so each
+forward maps them again and the kernel zero-fills every page on first touch: ~1.2 million page faults (~1 s of an 8 s
+all-L forward on the project's VM), a cost that follows the VM's memory state and moved whole-model timings by up to
+~15 % between idle runs. :func:`keep_freed_memory` makes malloc keep freed blocks for reuse, what a CPU deployment
+gets from jemalloc / tcmalloc (PyTorch's CPU performance guide recommends one). It is process-wide and cannot be
+undone: call it in a process that only benchmarks.
 """
 import ctypes
 import ctypes.util

@@ -10,11 +10,9 @@ QUIET_CORES = 0.25  # a sample is "quiet" when other processes used less CPU tha
 
 
 class CpuContention:
-    """CPU time other processes used while a call ran, in cores (Linux /proc; None elsewhere).
-
-    The machine this runs on may be shared: a 2-thread forward slows down ~2x when other jobs take the cores. Each
-    sample records ``(busy CPU of the whole machine - this process's CPU) / wall time``, so every figure says how
-    contended it was. Calls shorter than 20 clock ticks (0.2 s) get None: tick accounting cannot tell.
+    """CPU time other processes used while a call ran, in cores (Linux /proc; None elsewhere): ``(busy CPU of the
+    machine - this process's CPU) / wall time`` per sample, so every figure says how contended its shared machine was.
+    Calls shorter than 20 clock ticks (0.2 s) get None: tick accounting cannot tell.
     """
 
     def __init__(self, enabled: bool = True) -> None:

@@ -1,7 +1,6 @@
 """The distillation step the benchmark times and the memory planner measures: the pure
-:class:`~jetvit_mm.distill.distiller.Distiller` (the one distillation objective, also the mmengine
-``FeatureDistiller``'s) on a frozen JetViT teacher and a student that starts from the teacher's weights, and one
-training step of it (zero_grad, loss, backward, optimizer step)."""
+:class:`~jetvit_mm.distill.distiller.Distiller` on a frozen JetViT teacher and a student that starts from the
+teacher's weights, and one training step of it (zero_grad, loss, backward, optimizer step)."""
 from typing import Any, Dict, Sequence
 
 import torch

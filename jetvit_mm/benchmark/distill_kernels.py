@@ -2,18 +2,16 @@
 against the same step on the torch paths, side by side, per arch (issue #30 item 5, #39 item 3).
 
 - ``'<arch> torch'``: every L and W mixer on ``kernel='torch'``, eager.
-- ``'<arch> fast'``: ``kernel='auto'``. On CUDA, eager: L trains through the Triton kernels and their Triton backward,
-  W through FlexAttention's backward. On the CPU no eager fast path has a backward (Triton and Flex are GPU paths
-  here), so by default (``fast_mode='auto'``) the fast step is the compiled one: the student's
-  ``forward_intermediates`` under torch.compile (inductor fuses the torch paths' formulas, forward and backward);
-  ``fast_mode='eager'`` / ``'compiled'`` force either.
+- ``'<arch> fast'``: ``kernel='auto'``. On CUDA, eager: L trains through its Triton backward, W through
+  FlexAttention's. On the CPU no eager fast path has a backward, so by default (``fast_mode='auto'``) the fast step
+  is the student's ``forward_intermediates`` under torch.compile (inductor fuses the torch paths' formulas, forward
+  and backward); ``fast_mode='eager'`` / ``'compiled'`` force either.
 
-Several archs (shortcuts ``all-L``, ``all-W``, ``2F`` or arch strings) are timed in one interleaved run, so that a
-slowdown of the fast step can be put down to L or to W. ``dtype='bf16'`` runs each step's forward under
-``torch.autocast(bfloat16)`` (the weights, their gradients and AdamW stay fp32: mixed-precision training); ``'fp32'``
-runs everything in fp32. Both students of an arch start from the same weights (the frozen teacher's) and take the
-same images; their losses are recorded, so a fast step that computed something else shows, and each fast student's
-resolved mixer paths are reported (what really trained: e.g. ``{'L': ['triton'], 'W': ['flex']}`` on CUDA).
+Several archs (``all-L``, ``all-W``, ``2F`` or arch strings) are timed in one interleaved run, so a slowdown can be
+put down to L or to W. ``dtype='bf16'``: each forward under ``torch.autocast(bfloat16)`` (weights, gradients and
+AdamW in fp32). Both students of an arch start from the teacher's weights and take the same images; their losses
+and each fast student's resolved mixer paths (e.g. ``{'L': ['triton'], 'W': ['flex']}``) are recorded, so a fast
+step that computed or ran something else shows.
 """
 import contextlib
 import copy

@@ -1,22 +1,18 @@
 """FLOPs of a JetViT with the attention math counted (mmengine's and torch's counters skip CPU SDPA).
 
-Convention: one multiply-accumulate = 2 FLOPs, counted for matrix products and convolutions only -- ``nn.Linear``,
-``nn.Conv2d`` and ``nn.ConvTranspose2d`` by forward hooks (a JetViTDepthAnything's DPT head is the part ``head``),
-the attention math of each token mixer (which runs in SDPA or in bare matmuls) analytically from the shapes it is
-called with. Biases, norms, activations, softmax, RoPE, residual adds, interpolations and reshapes are not counted
-(elementwise, O(N * D)). Per layer, with N tokens, D width, head_dim d, batch B:
+One multiply-accumulate = 2 FLOPs, for matrix products and convolutions only: ``nn.Linear``, ``nn.Conv2d`` and
+``nn.ConvTranspose2d`` by forward hooks (a JetViTDepthAnything's DPT head is the part ``head``), each mixer's
+attention math analytically from its shapes; elementwise work (biases, norms, activations, softmax, RoPE, residuals,
+interpolations) is not counted. Per layer, with N tokens, D width, head_dim d, batch B:
 
-- F (full attention): ``4 * B * N**2 * D`` (q k^T and attn v);
-- W (window attention): ``4 * B * D * (num_windows * t * (P + t) + P * N)``, ``t`` tokens per (padded) window and
-  ``P`` prefix tokens (patch queries see their window plus the prefix; prefix queries see everything). Padded
-  windows are counted: it is the work done;
-- L (linear attention): ``4 * B * N * D * d`` (phi(k)^T v and phi(q) S) ``+ 2 * B * N * D`` (the normaliser
-  phi(q) z), plus the conv on V: ``2 * B * D * h * w * k**2`` (its kernel generator's Linears are hooked);
+- F: ``4 * B * N**2 * D`` (q k^T and attn v);
+- W: ``4 * B * D * (num_windows * t * (P + t) + P * N)``, ``t`` tokens per (padded) window and ``P`` prefix tokens
+  (patch queries see their window plus the prefix; prefix queries see everything); padding counted: it is work done;
+- L: ``4 * B * N * D * d`` (phi(k)^T v and phi(q) S) ``+ 2 * B * N * D`` (the normaliser phi(q) z), plus the conv on
+  V, ``2 * B * D * h * w * k**2`` (its kernel generator's Linears are hooked);
 
-plus, in every mixer, ``qkv`` and ``proj`` (``8 * B * N * D**2``) and in every block the MLP (Linears).
-
-The forward runs under ``FakeTensorMode`` (shapes only, no arithmetic), so counting the teacher at 1024x2048 takes a
-fraction of a second; ``fake=False`` runs a real forward instead.
+plus ``qkv`` and ``proj`` (``8 * B * N * D**2``) in every mixer and the MLP in every block. The forward runs under
+``FakeTensorMode`` (shapes only: the teacher at 1024x2048 in a fraction of a second); ``fake=False`` runs a real one.
 """
 import math
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple

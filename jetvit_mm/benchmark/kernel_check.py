@@ -1,24 +1,18 @@
 """Every fast path of the efficient mixers against the torch path, on one device: the correctness phase of the GPU
-check (``scripts/gpu_check.sh``), with the tolerances of the CPU tests (tests/test_fast_mixers.py).
+check (``scripts/gpu_check.sh``), with the tolerances of the CPU tests (tests/test_fast_mixers.py): fp32 1e-5
+relative, elementwise, the output's scale as the floor of 'relative'; bf16 no further from the fp32 result than the
+torch path's own bf16 output, up to one bf16 spacing at the output's scale, and at most four spacings from it.
 
-- fp32: 1e-5 relative, elementwise, with the output's scale as the floor of 'relative';
-- bf16: no further from the fp32 result than the torch path's own bf16 output, up to one bf16 spacing at the
-  output's scale, and at most four spacings from it.
+Cases: L ``'triton'`` and ``'compile'`` for every conv variant, both RoPE layouts and none, prefix 0 / 1 / 5, an odd
+grid, batch 1 and 3; W ``'flex'`` and ``'compile'`` over the same axes; a whole 2F model on ``'auto'`` against the
+torch paths. Backward (``-grad`` cases): the input's gradient for one fixed output gradient, by the same rule without
+the four-spacing cap (the bf16 qkv Linear's backward alone rounds it by several spacings), on the paths that train
+(L ``'triton'``, W ``'flex'`` on CUDA) around one base case, and the whole model. Pure torch + timm.
 
-Cases: L with ``kernel='triton'`` and ``'compile'`` for every conv variant, both RoPE layouts and none, prefix 0 / 1
-/ 5, an odd grid, batch 1 and 3; W with ``'flex'`` and ``'compile'`` over the same axes; a whole 2F model on
-``'auto'`` against the same model on the torch paths. Backward (``-grad`` cases, autograd enabled as in training):
-the input's gradient for one fixed output gradient, by the same rule without the four-spacing cap (the bf16 qkv
-Linear's backward alone rounds the input's gradient by several spacings), on the paths that train (L
-``'triton'``: its Triton backward; W ``'flex'`` on CUDA: FlexAttention's backward) around the same base case (L:
-prefix 0, batch 3 on an even grid, both other RoPE layouts, a static conv; W: batch 3 on an even grid), and the
-whole model. Pure torch + timm: runs on the device image without mmengine.
-
-A case passes only if its fast path ran: each case starts afresh (:func:`fresh_state`: no self-check verdicts, no
-kept block masks or RoPE tables, dynamo reset, so no recompile limit carries over from earlier cases), and fails when
-a mixer resolved another path than the case's (:func:`path_problems`), a self-check fell back to the torch path, dynamo
-logged a warning (its recompile limit: the function then runs eagerly) or any warning but the known harmless ones
-(:data:`HARMLESS_WARNINGS`) was raised. fp32 cases run with TF32 off (:func:`tf32_off`).
+A case passes only if its fast path ran: each starts afresh (:func:`fresh_state`), and fails when a mixer resolved
+another path (:func:`path_problems`), a self-check fell back to the torch path, dynamo logged a warning (its
+recompile limit: the function then runs eagerly) or any warning but :data:`HARMLESS_WARNINGS` was raised. fp32 cases
+run with TF32 off (:func:`tf32_off`).
 """
 import contextlib
 import copy

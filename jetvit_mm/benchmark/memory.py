@@ -2,29 +2,21 @@
 input size.
 
 CPU: the process builds the model, runs one warm-up forward (one-time allocations such as oneDNN caches then count
-as baseline), resets the kernel's peak-RSS mark (``echo 5 > /proc/self/clear_refs``, Linux >= 4.0), records the
-RSS, runs the measured forward and reads the new peak (``VmHWM``). The figure is the peak *increase* of the forward
-over the resident model (weights included in ``peak_rss_bytes``). glibc's malloc runs with a fixed mmap threshold
-(``MALLOC_MMAP_THRESHOLD_``) so that freed tensors go back to the kernel instead of staying resident and hiding
-later allocations. Where ``clear_refs`` is not writable, the increase is taken against ``ru_maxrss`` instead (an
-upper bound: the model build's own peak can hide part of the forward's).
-
-CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus the memory allocated before
-(:func:`cuda_forward_memory`; exact in-process too, since it counts the caching allocator's live tensors).
+as baseline), resets the peak-RSS mark (``echo 5 > /proc/self/clear_refs``, Linux >= 4.0), records the RSS, runs the
+measured forward and reads the new peak (``VmHWM``): the peak *increase* over the resident model (weights included
+in ``peak_rss_bytes``). glibc's malloc runs with a fixed ``MALLOC_MMAP_THRESHOLD_`` so that freed tensors go back to
+the kernel instead of hiding later allocations. Without a writable ``clear_refs`` the increase is taken against
+``ru_maxrss`` (an upper bound). CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus
+the memory allocated before (:func:`cuda_forward_memory`; exact in-process too).
 
     python -m jetvit_mm.benchmark.memory '{"model": {...JetViT kwargs...}, "input_shape": [1, 3, 512, 1024]}'
 
-prints one JSON line. :func:`measure_forward_memory` runs that in a subprocess.
-
-Training step (the memory planner's check, :mod:`jetvit_mm.benchmark.planner`): :func:`train_step_memory` builds a
-small distillation model (:func:`build_distill`: the pure ``Distiller`` of a frozen JetViT teacher into a supernet
-student on the teacher's weights, MSE on the last layer), runs one warm-up step (AdamW states and one-time caches
-allocated), resets the peak mark and measures a second step (:func:`~jetvit_mm.benchmark.distill.distill_step`:
-zero_grad, forward, backward, AdamW step). The figure is its peak RSS over the RSS before the model was built, so
-it holds weights, gradients, optimizer states and activations, and the process's own growth beyond tensors
-(``overhead_bytes``: the RSS after the warm-up step minus every live tensor's bytes; library caches, allocator
-arenas, Python objects; 42-46 MiB for the planner test's shapes on a 2-core Xeon, which no plan of tensors counts)
-(``{"train_step": {...}}`` as the JSON argument; :func:`measure_train_step_memory` in a subprocess).
+prints one JSON line (:func:`measure_forward_memory` runs it in a subprocess; ``{"train_step": {...}}``:
+:func:`measure_train_step_memory`). Training step (the memory planner's check, docs/scale_out.md):
+:func:`train_step_memory` builds a small distillation model (:func:`build_distill`), runs one warm-up step, resets
+the peak mark and measures a second (zero_grad, forward, backward, AdamW step) over the RSS before the model was
+built; ``overhead_bytes`` is the RSS after the warm-up step minus every live tensor's bytes (library caches, allocator
+arenas, Python objects: 42-46 MiB for the planner test's shapes on a 2-core Xeon, which no plan of tensors counts).
 """
 import json
 import os
@@ -148,11 +140,8 @@ def measure_forward_memory(model_kwargs: Dict[str, Any], input_shape: Sequence[i
 
 
 def build_distill(spec: Dict[str, Any]) -> Tuple[torch.nn.Module, Callable[[torch.Tensor], torch.Tensor]]:
-    """The planner's distillation model: :func:`~jetvit_mm.benchmark.distill.build_distiller` of ``spec['model']``
-    (JetViT kwargs of both), ``spec['arch']`` (the supernet student's path) and ``spec['checkpointing']`` (per-block
-    activation checkpointing on the student), MSE on the last layer. Returns ``(model, loss_fn)``: the pure
-    :class:`~jetvit_mm.distill.distiller.Distiller` (``model.teacher`` / ``model.student``) and its call, the loss
-    of one batch."""
+    """The planner's distillation model, ``(model, loss_fn)``: :func:`~jetvit_mm.benchmark.distill.build_distiller` of
+    ``spec['model']`` (JetViT kwargs), ``spec['arch']`` and ``spec['checkpointing']``, MSE on the last layer."""
     model = build_distiller(spec['model'], spec['arch'], checkpointing=bool(spec.get('checkpointing')))
     return model, model
 

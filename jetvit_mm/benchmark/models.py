@@ -165,13 +165,10 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
     """Latency (median, min, max, and of the quiet samples), images/s, FLOPs, peak memory and speed-ups of every
     entry at every size (default: 32 x 64 and 64 x 128 patches); prints the table and the targets and returns the
     result. ``throughput``: None (images/s of the latency run), a batch, or -1 (the largest power-of-two batch that
-    fits on CUDA). ``onnxruntime``: also each model's ONNX export in an onnxruntime CPU session, in the same
-    round-robin (rows labelled ``<label> (onnxruntime)``; ``'fixed'``: exported once per size, W windowed).
-    ``freeze`` (with ``compile_model``): inductor's freezing for every model alike (weights folded into the graph as
-    constants; on the CPU the Linears' weights prepacked for oneDNN), PyTorch's setting for CPU inference; the
-    process's setting is restored when the call returns. ``patch_embed``: every model's patch embedding as the
-    convolution (``'conv'``) or as a reshape + matmul (``'matmul'``, :mod:`~jetvit_mm.models.patch_embed`; the
-    peak-memory probes' fresh processes keep the convolution)."""
+    fits on CUDA). ``onnxruntime``: also each model's ONNX export in an onnxruntime CPU session, in the same rounds
+    (rows ``<label> (onnxruntime)``; ``'fixed'``: exported once per size, W windowed). ``freeze`` (with
+    ``compile_model``): inductor's freezing for every model alike, restored after the call. ``patch_embed``:
+    the patch embedding as the convolution (``'conv'``) or a matmul (``'matmul'``, models/patch_embed.py)."""
     dev, torch_dtype = torch.device(device), to_dtype(dtype)
     models: Dict[str, nn.Module] = {}
     for e in entries:

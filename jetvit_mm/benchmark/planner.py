@@ -2,39 +2,27 @@
 and activations, with and without per-block activation checkpointing, and whether it fits a GPU.
 
 Pure core (torch and jetvit_mm.models only). The caller builds the distiller (frozen ``teacher`` + trainable
-``student``), preferably on the meta device so that nothing is allocated, and passes it here
-(``tools/benchmark.py plan`` reads a config).
+``student``), preferably on the meta device, and passes it here (``tools/benchmark.py plan`` reads a config); how
+each part is obtained and what is not counted: docs/scale_out.md. The formulas (bytes per GPU, ``W`` = world size,
+``P_t`` trainable and ``P_f`` frozen parameters, ``U`` the largest FSDP2 unit, ``b`` the bytes of the compute dtype):
 
-What is counted, and the assumptions (bytes per GPU, ``W`` = world size, ``P_t`` trainable and ``P_f`` frozen
-parameters, ``U`` the largest FSDP2 unit, ``b`` the bytes of the compute dtype):
+- **FSDP2** (``fsdp=True``; one unit per transformer block of student and teacher, the rest in the root unit).
+  Parameters: fp32 shards ``4 (P_t + P_f) / W`` plus the gathered working set ``b x (2 U + root)`` (the running unit,
+  the prefetched one, the root). Gradients: fp32 shards ``4 P_t / W`` plus one unit's unsharded gradient before its
+  reduce-scatter, ``(b + 4) U``. AdamW: ``8 P_t / W``.
+- **No FSDP** (one process, or DDP replicas): parameters ``4 (P_t + P_f)``, gradients ``4 P_t`` (DDP, W > 1:
+  ``+ 4 P_t`` for its buckets), AdamW ``8 P_t``; compute in fp32.
+- **Activations are measured**: one forward of ``loss_fn`` under ``torch.autograd.graph.saved_tensors_hooks`` at the
+  real batch and size (meta device: attention runs the memory-efficient kernel's meta function, as a GPU would; L
+  and W their torch paths). Each saved storage counts once, split into each student block's and the rest. The
+  backward's working set: 2 x the largest tensor saved in a block + 2 x the largest block input. Peak without
+  checkpointing: everything saved + the working set; with it: the rest + every block's input + the largest block's
+  recomputed internals + the working set.
+- Not counted: CUDA context, NCCL buffers, fragmentation (``reserve_bytes``, added before the fit check), the data
+  loader, the teacher's transient no-grad intermediates, custom kernels' own saved tensors. The working-set rule was
+  revised once after the first validation shape (it over-estimated by 9-14 %); the second was measured after.
 
-- **FSDP2** (``fsdp=True``; :mod:`jetvit_mm.mm.fsdp`: one unit per transformer block of student and teacher, the rest
-  in the root unit). Parameters: the fp32 shards ``4 (P_t + P_f) / W`` plus the gathered working set in the compute
-  dtype, ``b x (2 U + root)`` (the unit running and the one FSDP2 prefetches; the root unit stays gathered).
-  Gradients: fp32 shards ``4 P_t / W`` plus one unit's unsharded gradient before its reduce-scatter,
-  ``(b + 4) U`` (compute dtype and its fp32 copy for the fp32 reduction). AdamW: ``8 P_t / W`` (exp_avg and
-  exp_avg_sq, fp32, sharded).
-- **No FSDP** (a single process, or DDP replicas): parameters ``4 (P_t + P_f)``, gradients ``4 P_t`` (DDP, W > 1:
-  ``+ 4 P_t`` for its gradient buckets), AdamW ``8 P_t``; compute in fp32.
-- **Activations are measured, not modelled**: one forward of ``loss_fn`` (teacher under no_grad, student with
-  autograd) runs under ``torch.autograd.graph.saved_tensors_hooks`` at the real batch and input size, on the meta
-  device for real sizes (nothing allocated) or on real tensors. On meta, attention runs the memory-efficient fused
-  kernel's meta function (what a GPU runs; torch's meta dispatch would take the math path and save N x N
-  matrices); the L and W mixers run their torch reference paths. Each saved tensor's storage counts once (views
-  share their base; parameters and buffers are not activations). Saved bytes are split into each student block's and the
-  rest (embeddings, final norm, the teacher's targets the loss keeps). The backward's working set while a block
-  back-propagates: twice the largest tensor saved in a block plus twice the largest block input (gradients in
-  flight: of that tensor and of the op feeding it, of the residual stream in and out). Peak without checkpointing:
-  everything saved + the working set. With checkpointing (torch's non-reentrant checkpoint per student block): the
-  rest + every block's input + the largest block's recomputed internals + the working set.
-- Not counted: the CUDA context, NCCL buffers and allocator fragmentation (``reserve_bytes``, an assumption the
-  caller states, is added before the fit check), the data loader's host memory, the teacher's transient
-  (no-grad) intermediates, custom GPU kernels' own saved tensors.
-- The backward working-set rule was revised once after the first validation shape (one more whole block
-  over-estimated it by 9-14 %); the second shape was measured after the revision (docs/scale_out.md).
-
-Validated on the CPU at tiny sizes (single process, fp32) against the measured peak RSS of a real step:
-``tests/test_memory_planner.py``.
+Validated on the CPU at tiny sizes against the measured peak RSS of a real step: ``tests/test_memory_planner.py``.
 """
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Sequence

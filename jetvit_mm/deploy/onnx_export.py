@@ -1,12 +1,10 @@
 """ONNX export of a JetViT with or without its head, dynamic in batch, height and width (multiples of the patch).
 
-The export uses ``torch.onnx.export(dynamo=True)`` (``torch.export``): under it the model takes its export
-formulations (:mod:`jetvit_mm.models.tracing`): RoPE and DINOv2 position embeddings from the symbolic grid, the
-squeeze conv as shifted products, W as masked full attention. With a fixed input size (``fixed_size``) the W layers
-keep their windows instead and the batch is fixed as well, so the squeeze conv is one grouped conv (its group
-count is batch x channels) instead of shifted products: the exported hybrid is as fast as its arch (a W at full
-attention's cost made the 2F hybrid slower than the teacher in onnxruntime). The TorchScript exporter is refused by
-the model.
+``torch.onnx.export(dynamo=True)`` (``torch.export``) makes the model take its export formulations
+(:mod:`jetvit_mm.models.tracing`): RoPE and DINOv2 position embeddings from the symbolic grid, the squeeze conv as
+shifted products, W as masked full attention. With ``fixed_size`` the W layers keep their windows and the batch is
+fixed too, so the squeeze conv is one grouped conv: the exported hybrid is as fast as its arch (a W at full
+attention's cost made the 2F hybrid slower than the teacher in onnxruntime). The TorchScript exporter is refused.
 onnx, onnxscript and onnxruntime are the optional ``deploy`` extra (``pip install -e .[deploy]``).
 
 The output path is tried before the export (:func:`check_writable`) and the file written atomically; the check

@@ -2,8 +2,8 @@
 (:mod:`.losses`) and the benchmarks' file formats (:mod:`.formats`, numpy + PIL only). ``jetvit_mm.mm.depth``
 registers them for OpenMMLab.
 
-The names below are resolved on first use, so that reading a file format (the dataset generators do) never imports
-torch.
+The names below are resolved on first use, so that reading a file format (the tests' dataset generators do) never
+imports torch.
 """
 import importlib
 from typing import Any
@@ -13,7 +13,7 @@ _WHERE = {
     'fit_scale_shift': 'metrics',
     'ScaleShiftInvariantLoss': 'losses', 'gradient_matching_loss': 'losses', 'ssi_loss': 'losses',
     'read_cityscapes_camera': 'formats', 'read_cityscapes_depth': 'formats', 'read_da2k_annotations': 'formats',
-    'read_diode_depth': 'formats', 'read_sintel_dpt': 'formats', 'write_sintel_dpt': 'formats',
+    'read_diode_depth': 'formats', 'read_sintel_dpt': 'formats',
 }
 
 __all__ = sorted(_WHERE)

@@ -1,4 +1,4 @@
-"""Readers (and, for the generators, writers) of the ground-truth files of the depth benchmarks: the zero-shot sets
+"""Readers of the ground-truth files of the depth benchmarks: the zero-shot sets
 of the JetViT paper's Table 4 (DIODE, MPI Sintel, Cityscapes) and DA-2K's pair annotations. numpy + PIL only.
 
 Every depth reader returns float32 depth in the dataset's unit with 0 where there is no ground truth, which is what
@@ -29,8 +29,8 @@ from jetvit_mm.image_checks import check_image_file
 from jetvit_mm.jsonio import read_json_file
 
 __all__ = ['CITYSCAPES_DISPARITY_SCALE', 'SINTEL_TAG', 'check_da2k_pair', 'cityscapes_disparity_to_depth',
-           'depth_to_cityscapes_disparity', 'image_size', 'read_cityscapes_camera', 'read_cityscapes_depth',
-           'read_da2k_annotations', 'read_diode_depth', 'read_sintel_dpt', 'write_sintel_dpt']
+           'image_size', 'read_cityscapes_camera', 'read_cityscapes_depth', 'read_da2k_annotations', 'read_diode_depth',
+           'read_sintel_dpt']
 
 PathLike = Union[str, Path]
 
@@ -73,18 +73,6 @@ def read_sintel_dpt(path: PathLike) -> np.ndarray:
     return np.frombuffer(raw, '<f4', offset=12).reshape(height, width).astype(np.float32)
 
 
-def write_sintel_dpt(path: PathLike, depth: np.ndarray) -> None:
-    """Write ``depth`` (``H x W``) as a Sintel ``.dpt`` file."""
-    depth = np.asarray(depth)
-    if depth.ndim != 2:
-        raise ValueError(f'a .dpt depth map is H x W, got shape {depth.shape}')
-    height, width = depth.shape
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(np.array([SINTEL_TAG], '<f4').tobytes() + np.array([width, height], '<i4').tobytes()
-                     + np.ascontiguousarray(depth, '<f4').tobytes())
-
-
 # ---------------------------------------------------------------------------------------------- Cityscapes
 def read_cityscapes_camera(path: PathLike) -> Tuple[float, float]:
     """``(baseline, fx)`` of a Cityscapes ``*_camera.json``."""
@@ -120,15 +108,6 @@ def read_cityscapes_depth(disparity_path: PathLike, camera_path: PathLike) -> np
     if raw.dtype == np.int32:  # PIL opens 16-bit greyscale PNGs as mode 'I'
         raw = raw.astype(np.uint16)
     return cityscapes_disparity_to_depth(raw, *read_cityscapes_camera(camera_path))
-
-
-def depth_to_cityscapes_disparity(depth: np.ndarray, baseline: float, fx: float) -> np.ndarray:
-    """The raw uint16 disparity PNG of a depth map in metres (0 where depth is 0): the generators' inverse."""
-    raw = np.zeros(depth.shape, np.uint16)
-    valid = depth > 0
-    raw[valid] = np.clip(np.round(baseline * fx / depth[valid] * CITYSCAPES_DISPARITY_SCALE) + 1, 2,
-                         np.iinfo(np.uint16).max)
-    return raw
 
 
 # ---------------------------------------------------------------------------------------------- DA-2K

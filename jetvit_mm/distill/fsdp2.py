@@ -1,16 +1,15 @@
 """FSDP2 (``torch.distributed.fsdp.fully_shard``) for models that hold JetViTs, in pure torch.
 
-Every transformer block of every JetViT in the model (a student supernet and its frozen teacher alike) is its own
-FSDP2 unit; the rest (patch embeddings, tokens, final norms, heads) is the root unit. Before sharding, every rank takes
+Every transformer block of every JetViT in the model (student supernet and frozen teacher alike) is its own FSDP2
+unit; the rest (patch embeddings, tokens, final norms, heads) is the root unit. Before sharding, every rank takes
 rank 0's parameters and buffers, on the process group's device (NCCL only moves CUDA tensors). The mmengine wrapper
 (``jetvit_mm.mm.fsdp.FSDP2Wrapper``) and the GPU check's NCCL step both shard through :func:`shard_model`.
 
-Meta-device construction (a model too large for one rank's memory): build the model inside :func:`meta_parameters`
-(parameters on the meta device, no storage; buffers real and small), shard it with ``shard_model(..., sync=False)``,
-then :func:`materialize_shards` allocates only this rank's shard of every parameter and copies it in from the state
-the caller names (checkpoint tensors, typically memory-mapped: only the rows of this rank's shard are read, and their
-file pages are released after each tensor). While the model is built and loaded a rank then holds its shards plus
-one tensor's transient, never the whole model.
+A model too large for one rank: build it inside :func:`meta_parameters` (parameters on the meta device, buffers
+real), shard it with ``shard_model(..., sync=False)``, then :func:`materialize_shards` allocates only this rank's
+shard of every parameter and copies it in from the given state (typically memory-mapped checkpoint tensors: only
+this shard's rows are read, their pages released after each tensor). A rank then holds its shards plus one tensor's
+transient, never the whole model.
 """
 import contextlib
 import copy

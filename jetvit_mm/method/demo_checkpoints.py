@@ -1,5 +1,5 @@
-"""The demo's checkpoint plumbing: the runner's last checkpoint of a work dir, a JetViT checkpoint cut out of a runner
-checkpoint, and the digests its caches are keyed by."""
+"""The demo's checkpoint plumbing: a JetViT checkpoint cut out of a runner checkpoint, and the digests its caches are
+keyed by."""
 import hashlib
 from pathlib import Path
 from typing import Dict
@@ -13,11 +13,6 @@ def _runner_state(path: Path) -> Dict[str, torch.Tensor]:
     """The state dict of a checkpoint the runner wrote (the demo's own work dir)."""
     state = read(path).raw
     return state.get('state_dict', state)
-
-
-def last_checkpoint(work_dir: Path) -> Path:
-    """The checkpoint mmengine's runner wrote last in ``work_dir``."""
-    return Path((work_dir / 'last_checkpoint').read_text().strip())
 
 
 def extract_backbone(checkpoint: Path, prefix: str, out: Path) -> Path:

@@ -1,23 +1,14 @@
 """The one resumable workflow engine of the method's stages (:mod:`jetvit_mm.method.stages`, run by
-``tools/pipeline.py`` and the demo): a stage is a named command (one of our
-tools run as a user runs it, or a Python step), its own output folder, and a fingerprint of its inputs (the command,
-the text of the configs it names with their bases merged, size and mtime of the other files it names, the
-fingerprints of the stages it depends on, and of the data folders it reads: every file's relative path, size and
-mtime).
+``tools/pipeline.py`` and the demo); what it fingerprints, keeps and deletes, and what a kill does: docs/pipeline.md.
 
-A stage is skipped when its folder holds a marker with the same fingerprint and the outputs the marker recorded
-(``Stage.products``: size, mtime and sha256 at completion, the checkpoint ``last_checkpoint`` names included) are
-there unchanged; otherwise it runs again, saying why in one line, and so does everything after it whose inputs
-changed. The marker is written atomically only after the stage succeeded, so a killed run starts again at the stage
-it was killed in: from scratch, or with ``resume_flag`` when the stage's folder holds ``resume_file`` (and the
-checkpoint it names).
-
-Nothing is deleted that the workflow did not write: a stage folder holding files outside the manifest its marker
-recorded (or with no marker at all) is refused before any stage runs, naming them (``overwrite`` replaces it). A
-stage that runs again keeps its previous complete outputs in ``.<name>.previous`` beside its folder until the new ones
-are complete (the tools write absolute paths into their outputs, e.g. ``last_checkpoint``, so a stage always runs in
-its own folder). A stage's command runs under a guard process (:mod:`jetvit_mm.method.stage_guard`) that ends it, with
-every process it started, when the workflow's process ends by any signal, and holds the work dir's lock until then.
+A stage is a named command (one of our tools run as a user runs it, or a Python step), its own output folder, and a
+fingerprint of its inputs (the command, the configs it names with their bases merged, size and mtime of the other
+files it names, the fingerprints of the stages it depends on, and of the data folders it reads). It is skipped when
+its folder's marker has the same fingerprint and the outputs the marker recorded (``Stage.products``) are there
+unchanged; the marker is written atomically only after the stage succeeded, so a killed run starts again at the
+stage it was killed in (with ``resume_flag`` when the folder holds ``resume_file``). A folder holding files the
+workflow did not write is refused (``overwrite`` replaces it); previous complete outputs wait in
+``.<name>.previous`` until the new ones are complete. A stage's command runs under :mod:`jetvit_mm.method.stage_guard`.
 
 Arguments that only exist once an earlier stage ran are :class:`FileText` (a file's stripped text, e.g. the arch a
 search picked) and :class:`Join` (pieces glued into one argument); ``--plan`` prints them as ``$(cat FILE)``.
@@ -369,10 +360,6 @@ class Workflow:
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
 
     @staticmethod
-    def _read(path: Path) -> dict:
-        return _read(path)
-
-    @staticmethod
     def can_resume(stage: Stage, problems: Dict[str, str]) -> bool:
         """Whether the folder holds what ``resume_flag`` continues from: ``resume_file`` and the files its pointers
         name, none of them among ``problems``."""
@@ -397,10 +384,6 @@ class Workflow:
         if marker:
             return 'run', 'its inputs changed'
         return 'run', 'an unfinished run with other inputs' if (out / STARTED).is_file() else ''
-
-    def state(self, stage: Stage, fingerprint: str) -> str:
-        """``done`` (skip), ``resume`` (killed midway with the same inputs, resumable) or ``run``."""
-        return self.assess(stage, fingerprint)[0]
 
     @staticmethod
     def refusal(stage: Stage, foreign: Sequence[str]) -> str:
@@ -556,7 +539,7 @@ class Workflow:
                 if changed & set(stage.deps):
                     raise FileNotFoundError
                 fp = self.fingerprint(stage)
-                state = self.state(stage, fp)
+                state = self.assess(stage, fp)[0]
                 self.fingerprints[stage.name] = fp
             except (FileNotFoundError, RuntimeError):
                 state = 'run (inputs not made yet)'

@@ -1,14 +1,13 @@
 """The arch as one piece of data: the model, the mixer of each layer and the letter -> mixer type table with the
 mixers' parameter-free options.
 
-W and F layers have the same parameters, and the W window and the L options have none of their own, so weights
-alone cannot say what a model computes. An :class:`ArchSpec` does: every JetViT saves its spec in its state dict
-(key :data:`SPEC_KEY`, a uint8 tensor of JSON, through torch's ``get_extra_state``), so it survives
-``weights_only`` loads, safetensors, prefixes and key renaming, and every load compares it with the model's own
-(:func:`check_spec`). The state dict is the one place a spec is kept and read from (:func:`spec_from_state`). A
-spec of another format or version is refused, naming the version this jetvit_mm reads. Per letter it records the
-registered type and its options (:meth:`~jetvit_mm.models.mixers.MixerEntry.spec_options`: the one place that
-excludes deployment switches and initialisations, ``precision``, ``kernel_init``, ...).
+W and F layers have the same parameters, and the W window and the L options have none, so weights alone cannot say
+what a model computes. An :class:`ArchSpec` does: every JetViT saves it in its state dict (key :data:`SPEC_KEY`, a
+uint8 tensor of JSON via ``get_extra_state``), so it survives ``weights_only`` loads, safetensors, prefixes and key
+renaming; it is read from there only (:func:`spec_from_state`) and every load compares it with the model's own
+(:func:`check_spec`); another format or version is refused, naming the one this jetvit_mm reads. Per letter it
+records the registered type and its options without deployment switches and initialisations
+(:meth:`~jetvit_mm.models.mixers.MixerEntry.spec_options`).
 """
 import json
 from dataclasses import dataclass

@@ -95,12 +95,11 @@ class JetViTDepthAnything(nn.Module):
         arch: one L/W/F letter per layer; None = all F (DepthAnythingV2 itself).
         checkpoint: an official DepthAnythingV2 file, or a ``backbone.*`` + head checkpoint (see
             :func:`split_depth_checkpoint`), loaded strictly into both parts.
-        features, out_channels: head widths; default: the preset of ``model_name`` (S 64/[48,96,192,384],
-            B 128/[96,192,384,768], L 256/[256,512,1024,1024], G 384/[1536]*4).
+        features, out_channels: head widths; default: ``model_name``'s :data:`~jetvit_mm.models.heads.DPT_PRESETS`.
         input_size: :meth:`infer`'s short-side target (518 in DepthAnythingV2).
         frozen: no gradients and always eval mode (a teacher).
-        **backbone_kwargs: further :class:`~jetvit_mm.models.jetvit.JetViT` arguments (``out_indices``,
-            ``mixers``, ``embed_dim``, ``depth``, ``num_heads``, ...).
+        **backbone_kwargs: further :class:`~jetvit_mm.models.jetvit.JetViT` arguments (``out_indices``, ``mixers``,
+            ``embed_dim``, ...).
     """
 
     def __init__(self, model_name: str = 'dinov2_vitl14', arch: Optional[str] = None,

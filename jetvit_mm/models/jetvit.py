@@ -64,17 +64,12 @@ class JetViT(nn.Module):
 
     Args:
         model_name: one of :data:`~jetvit_mm.models.variants.VARIANTS` (``dinov3_vitb16``, ``dinov2_vitl14``, ...)
-            or a timm model name of a supported family (:mod:`~jetvit_mm.models.teachers`: timm
-            ``VisionTransformer`` and ``Eva`` models, e.g. ``vit_large_patch14_reg4_dinov2``,
-            ``eva02_base_patch14_224``).
+            or a timm model name of a supported family (:mod:`~jetvit_mm.models.teachers`).
         arch: one letter per layer, each declared in ``mixers`` (default L linear, W window, F full attention).
         mixers: the declared letters, letter -> ``dict(type=<registered mixer type>, **options)``; default
-            :data:`~jetvit_mm.models.mixers.DEFAULT_MIXERS` (L, W, F). The one way to set a mixer option, e.g. the W
-            window (``mixers.W.window_size``, in patches), the L options (``mixers.L.conv``, ``kernel_size``,
-            ``focusing``, ...) and the implementation switches ``mixers.L.kernel`` / ``mixers.W.kernel``
-            (``'auto'``, ``'torch'``, ``'compile'``, ``'triton'`` / ``'flex'``; deployment switches: same
-            computation, other rounding); :func:`~jetvit_mm.models.mixers.default_mixers` writes the default table
-            with some options changed.
+            :data:`~jetvit_mm.models.mixers.DEFAULT_MIXERS`. The one way to set a mixer option (``mixers.W.window_size``
+            in patches, ``mixers.L.conv``, the deployment switches ``mixers.L.kernel`` / ``mixers.W.kernel``);
+            :func:`~jetvit_mm.models.mixers.default_mixers` writes the default table with some options changed.
         checkpoint: local weights in any supported format (official DINOv3, timm, Hugging Face DINOv3,
             DepthAnythingV2, JetViT's own), loaded strictly and safely.
         inherit: ``'all'`` keeps the checkpoint's q/k/v/o in every mixer; ``'mlp'`` re-initialises them in
@@ -82,19 +77,16 @@ class JetViT(nn.Module):
         out_indices: layers whose outputs ``forward`` returns (negative counts from the end); default: the
             last layer for DINOv3, DepthAnythingV2's tapped layers for DINOv2.
         frozen: no gradients and always eval mode (linear probing).
-        grad_checkpointing: recompute each block's activations in the backward pass instead of keeping them
-            (torch's non-reentrant activation checkpointing, per block): same gradients, less memory, one more
-            forward. A training switch, not part of the arch spec.
+        grad_checkpointing: recompute each block's activations in the backward (torch's non-reentrant checkpoint, per
+            block): same gradients, less memory, one more forward. A training switch, not part of the arch spec.
         drop_path_rate: stochastic depth, linear over depth.
         embed_dim, depth, num_heads: overrides for small models.
         qkv_bias: override the variant's qkv bias (DINOv3 S/B/L in timm: False, their biases are zero).
-        pos_embed_interp: absolute position embeddings for other grids: ``'dinov2'`` (original/DepthAnythingV2
-            convention; the default for the short names), ``'timm'`` (the default for timm model names: as the
-            timm model computes) or ``'hf'`` (Hugging Face ``Dinov2Model``).
+        pos_embed_interp: absolute position embeddings for other grids: ``'dinov2'`` (original/DepthAnythingV2; the
+            default for the short names), ``'timm'`` (the default for timm model names) or ``'hf'`` (``Dinov2Model``).
         rope_periods: DINOv3 RoPE periods: ``'checkpoint'`` (default) takes them from a checkpoint that holds them
-            (official files store them rounded to bf16, and the official model computes with those values) and
-            saves them in the state dict (``rope.periods``); ``'computed'`` always uses the fp32 values computed
-            from the base, as timm and Hugging Face do.
+            (official files store them rounded to bf16, as the official model computes) and saves them in the state
+            dict (``rope.periods``); ``'computed'`` uses the fp32 values computed from the base, as timm and HF do.
     """
 
     def __init__(

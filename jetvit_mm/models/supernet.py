@@ -51,14 +51,13 @@ class SupernetMixer(nn.Module):
 class JetViTSupernet(JetViT):
     """A JetViT whose layers hold several candidate mixers, initialised from the teacher's attention.
 
-    Norms, MLPs and LayerScale are shared; each candidate has its own copy of q/k/v/o (a candidate whose mixer
-    inherits nothing, ``inherits = 'none'``, has its own parameters and keeps its own initialisation). ``set_arch``
-    picks the active path; ``extract_subnet`` / ``subnet_state_dict`` turn a path into a plain :class:`JetViT`.
+    Norms, MLPs and LayerScale are shared; each candidate has its own copy of q/k/v/o (one whose mixer inherits nothing
+    keeps its own initialisation). ``set_arch`` picks the active path; ``extract_subnet`` / ``subnet_state_dict`` turn
+    a path into a plain :class:`JetViT`.
 
     Args:
-        search_space: candidate letters per layer (a string for every layer, or a list with one string per layer);
-            default: every declared letter except F (Step 1; ``'LW'`` for the default letters). A layer holds any
-            number of candidates.
+        search_space: candidate letters per layer (a string for every layer, or one string per layer; any number);
+            default: every declared letter except F (Step 1; ``'LW'`` for the default letters).
         step1_arch: Step 2's space from Step 1's winner: each layer {its Step-1 letter, F}.
         freeze_mlp: keep the shared MLPs fixed (Jet-Nemotron's PostNAS does).
         Other arguments as :class:`JetViT` (its ``arch`` is the initial active path, default each layer's first).

@@ -1,20 +1,15 @@
 """A training-free token-reduction baseline for dense prediction: Expedit-style token clustering.
 
 After block ``after`` the patch tokens are clustered into a coarse grid (``factor`` x ``factor`` tokens per cell,
-refined by a few rounds of local soft k-means: each token is softly assigned to the clusters of its own and the 8
-neighbouring cells, cosine similarity over ``temperature``); blocks ``after + 1 .. until`` run on the prefix tokens
-(cls, registers: never clustered) and the cluster tokens; full-resolution tokens are reconstructed after block
-``until`` (default: the last block) and at every ``out_indices`` layer the head reads, parameter-free: each token keeps
-its own features from block ``after`` and adds the change of its clusters since then, weighted by its final soft
-assignment (``x_i = x_i(after) + sum_k a_ik (c_k(now) - c_k(after))``). Nothing is trained: the teacher's weights
-run as they are, on fewer tokens.
+refined by a few rounds of local soft k-means over the clusters of the own and the 8 neighbouring cells, cosine
+similarity over ``temperature``); blocks ``after + 1 .. until`` run on the prefix tokens (never clustered) and the
+cluster tokens. After block ``until`` (default: the last) and at every ``out_indices`` layer the head reads, the
+full-resolution tokens are reconstructed parameter-free by the final soft assignment:
+``x_i = x_i(after) + sum_k a_ik (c_k(now) - c_k(after))``. The teacher's weights run as they are, on fewer tokens.
 
-Positions: the clusters form a regular grid, so W and L mixers (window partition, squeeze conv) run on it as on any
-grid; with RoPE each cluster is rotated at the mean (normalised) position of the tokens of its cell, which for a grid
-the factor divides is exactly the centre of the coarse cell (DINOv3 normalises positions per side). Absolute position
-embeddings were added before any clustering and need nothing.
-
-``factor=1`` clusters nothing: the model then runs the teacher's own code, bit for bit.
+The clusters form a regular grid, so W and L mixers run on it as on any grid; with RoPE each cluster is rotated at
+the mean (normalised) position of its cell's tokens, the cell's centre when the factor divides the grid. Absolute
+position embeddings were added before clustering. ``factor=1`` runs the teacher's own code, bit for bit.
 
 Use :class:`TokenClusteringJetViT` like a :class:`~jetvit_mm.models.jetvit.JetViT` (``clustering='f2@1-9'``), or
 :func:`apply_token_clustering` on a built JetViT (in place, as ToMe patches a timm model).

@@ -1,11 +1,10 @@
 """Stage-wise beam search over arch strings: a pure function of (start, moves, score, cost, seed).
 
-Step 1 searches among the efficient kinds (every declared letter except F), ordered from the cheapest to the dearest
-(today's letters: L, then W): it starts with every layer at its cheapest candidate and moves one layer to a dearer
-kind per stage until the gain plateaus (L -> W for the default letters); Step 2 starts from Step 1's
-best and turns one non-F layer into F per stage until the score reaches the teacher's (minus a tolerance)
-or ``max_full`` F layers. Scores are "higher is better" (negate a lower-is-better metric before). A NaN or
-infinite score ranks below every finite one (with a warning): it never reorders the finite ones.
+Step 1 starts with every layer at its cheapest efficient kind (every declared letter but F; L, then W) and moves one
+layer to a dearer kind per stage until the gain plateaus; Step 2 starts from Step 1's best and turns one non-F layer
+into F per stage until the score reaches the teacher's (minus a tolerance) or ``max_full`` F layers. Scores are
+"higher is better" (negate a lower-is-better metric before); a NaN or infinite one ranks below every finite one (with
+a warning), never reordering them.
 """
 import math
 import random

@@ -141,10 +141,6 @@ def start_arch(stage: int, search_space: Sequence[str], state: Dict[str, Any],
     return start
 
 
-def _progress_line(stage: int, done: int, arch: str, value: float, best: float) -> str:
-    return f'[search step {stage}] {done:4d} archs | scored {arch} = {value:.4f} | best so far {best:.4f}'
-
-
 def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: Dict[str, Any], state_path: Path,
               identity: Dict[str, Any], latency_table: Dict[str, float], latency_size: Optional[Sequence[int]] = None,
               out_dir: Optional[Path] = None, progress: Optional[Callable[[str], None]] = print,
@@ -152,12 +148,11 @@ def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: D
     """Run (or resume) one stage of the search from ``start`` and write its outputs.
 
     ``state`` (from :func:`open_state`) is rewritten to ``state_path`` after every scored arch. Into ``out_dir``
-    (default: the state's folder) go ``search.json`` (every scored arch of every stage with score, predicted
-    latency, the count of each letter and Pareto membership; the per-layer gains of Fig. 7: ``layer_gains``, each
-    layer's best move, and ``layer_gains_by_kind``, per kind a layer moves to) and
-    ``best_arch_step<k>.txt``. ``search_space``: Step 1's candidates per layer (default ``'LW'`` in every layer).
-    ``writer=False``: a process that searches alongside the writer (the other ranks of a distributed search, which
-    score the same archs in the same order) and writes and prints nothing.
+    (default: the state's folder) go ``best_arch_step<k>.txt`` and ``search.json``: every scored arch of every stage
+    (score, predicted latency, letter counts, Pareto membership) and Fig. 7's per-layer gains (``layer_gains``: each
+    layer's best move; ``layer_gains_by_kind``: per kind a layer moves to). ``search_space``: Step 1's candidates per
+    layer (default ``'LW'``). ``writer=False``: another rank of a distributed search, scoring the same archs in the same
+    order, that writes and prints nothing.
     """
     state_path = Path(state_path)
     out_dir = Path(out_dir) if out_dir is not None else state_path.parent
@@ -205,7 +200,8 @@ def _recording_scorer(settings: SearchSettings, scorer: ArchScorer, stage_state:
         if progress is not None:
             finite = [v for v in stage_state['scores'].values() if math.isfinite(v)]
             best = (max(finite) if higher else min(finite)) if finite else math.nan
-            progress(_progress_line(settings.stage, len(stage_state['scores']), arch, value, best))
+            progress(f'[search step {settings.stage}] {len(stage_state["scores"]):4d} archs | scored {arch} = '
+                     f'{value:.4f} | best so far {best:.4f}')
         return value if higher else -value
 
     return score
@@ -242,9 +238,11 @@ def _record_result(settings: SearchSettings, result: SearchResult, stage_state: 
     stage_state.update(best_arch=result.best_arch, best_score=stage_state['scores'][result.best_arch],
                        stop_reason=result.stop_reason, stages=[[s.best_arch for s in result.stages]])
     points = {arch: (sign * v, cost(arch)) for arch, v in stage_state['scores'].items()}
-    gains, gains_by_kind = _gain_tables(result, {a: v for a, (v, _) in points.items()}, depth, kinds, moves)
     # Fig. 7's numbers: per search stage, the gain (positive = better) of each one-layer move (each layer's best
-    # move; and per kind moved to); None: not scored
+    # move; and per kind moved to), whichever stage of the search scored it; None: not scored
+    scores = {a: v for a, (v, _) in points.items()}
+    gains = layer_gains(result.stages, scores, depth, moves=moves)
+    gains_by_kind = {kind: layer_gains(result.stages, scores, depth, kind, moves) for kind in kinds}
     stage_state['layer_gains'] = _nulls(gains)
     stage_state['layer_gains_by_kind'] = {k: _nulls(rows) for k, rows in gains_by_kind.items()}
     teacher_value = stage_state['teacher_score']
@@ -287,14 +285,6 @@ def _summary(settings: SearchSettings, state: Dict[str, Any], points: Dict[str, 
                 layer_gains={k: st.get('layer_gains') for k, st in stages.items()},
                 layer_gains_by_kind={k: st.get('layer_gains_by_kind') for k, st in stages.items()},
                 archs=records)
-
-
-def _gain_tables(result: SearchResult, scores: Dict[str, float], depth: int, kinds: str,
-                 moves: Callable[[str], List[str]]) -> Tuple[List[List[float]], Dict[str, List[List[float]]]]:
-    """The per-layer gains of a stage's search (signed: positive = better): each layer's best move, and per kind
-    a layer moves to; every move scored counts, whichever stage of the search scored it."""
-    gains = layer_gains(result.stages, scores, depth, moves=moves)
-    return gains, {kind: layer_gains(result.stages, scores, depth, kind, moves) for kind in kinds}
 
 
 def _nulls(rows: List[List[float]]) -> List[List[Optional[float]]]:

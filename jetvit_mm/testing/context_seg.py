@@ -1,42 +1,32 @@
-"""A generated segmentation task where far-away context decides the class: the demo's dataset.
+"""A generated segmentation task where far-away context decides the class: the demo's dataset (the task and why it
+needs global context: docs/toy_reproduction.md).
 
-**partner** (the default task). Every 64x128 image (a 4 x 8 grid of 16-pixel patches) shows two to
-four grey **objects**, one patch each, flat or striped, on a low-saturation textured background.
-Each object has a **partner**: a red, green or blue square on the patch half the image width away in
-the same row (column c +- 4). The *texture* of an object is visible locally, its *class* also depends
-on its partner's colour::
+**partner** (the default task). Every 64x128 image (a 4 x 8 grid of 16-pixel patches) shows two to four grey
+**objects**, one patch each, flat or striped, on a low-saturation textured background. Each object has a
+**partner**, a red, green or blue square on the patch half the image width away in the same row (column c +- 4),
+labelled ``MARKER``; ``class(object) = OBJECT_BASE + shape * NUM_CUES + cue`` (shape: 0 solid, 1 striped; cue:
+0 red, 1 green, 2 blue). An object and its partner are never in one window of at most half the grid width.
 
-    class(object) = OBJECT_BASE + shape * NUM_CUES + cue    # shape: 0 solid, 1 striped; cue: 0 red, 1 green, 2 blue
-
-An object and its partner are never in the same attention window of a window mixer whose window is
-at most half the grid width (the demo's window: 2 x 2 patches), so window attention cannot read
-the partner directly, only through the prefix (cls + register) tokens, which would have to carry
-the colour map of the whole image; full attention (RoPE: relative offsets) reads it directly,
-linear attention only through its global, unsharp sum. Partners are labelled ``MARKER``.
-
-**corner** (``task='corner'``). One marker fills a corner block and every object takes its colour:
-one cue for the whole image. Measured in the demo's setting: window attention recovers it through the
-register tokens after a short distillation, so attention type hardly changes accuracy there; kept
-for that comparison. Optional ``distractors`` (saturated squares in non-cue colours, labelled
+**corner** (``task='corner'``). One marker fills a corner block and every object takes its colour: one cue for the
+whole image. Window attention recovers it through the register tokens after a short distillation (measured in the
+demo's setting); kept for that comparison. Optional ``distractors`` (saturated squares in non-cue colours, labelled
 background) make its marker harder to find.
 
 Files are written in the exact Cityscapes layout (``leftImg8bit/<split>/<city>/*_leftImg8bit.png``,
 ``gtFine/<split>/<city>/*_gtFine_labelTrainIds.png`` and ``*_gtFine_labelIds.png``), so mmseg's
-``CityscapesDataset`` reads them unchanged (19 classes; this task uses train ids 0..7).
-Each sample comes from its own generator seeded by ``(seed, split, index)``: the same seed gives the
-same bytes, and a sample does not change when another split grows.
-
-Only numpy and PIL are used.
+``CityscapesDataset`` reads them unchanged (19 classes; this task uses train ids 0..7). Each sample comes from its
+own generator seeded by ``(seed, split, index)``: the same seed gives the same bytes, and a sample does not change
+when another split grows. Only numpy and PIL are used.
 """
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from types import MappingProxyType
 from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
-
-from .datasets import CITYSCAPES_DEFAULT_CITIES, _check_splits, _sample_rng, _save_png, cityscapes_train_ids_to_ids
+from PIL import Image
 
 PathLike = Union[str, Path]
 Size = Tuple[int, int]  # (height, width)
@@ -54,6 +44,40 @@ DISTRACTOR_COLORS = ((235, 215, 30), (215, 40, 215), (40, 215, 215), (240, 130, 
 NUM_TASK_CLASSES = OBJECT_BASE + len(SHAPES) * NUM_CUES  # 8: train ids 0..7 (of Cityscapes' 19)
 CORNERS = ('top_left', 'top_right', 'bottom_left', 'bottom_right')
 CONTEXT_SEG_SPLITS = MappingProxyType({'train': 512, 'val': 128})
+
+#: Cityscapes label id of each of the 19 train ids (0..18); train id 255 (ignore) maps to 0.
+CITYSCAPES_TRAIN_ID_TO_ID = (7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 31, 32, 33)
+CITYSCAPES_DEFAULT_CITIES = MappingProxyType({
+    'train': ('aachen', 'bochum'),
+    'val': ('frankfurt', 'lindau'),
+    'test': ('berlin', 'bielefeld'),
+})  # fmt: skip
+
+
+def sample_rng(seed: int, *keys: Union[str, int]) -> np.random.Generator:
+    """A generator for one sample, independent of every other sample."""
+    entropy = [int(seed)] + [zlib.crc32(k.encode()) if isinstance(k, str) else int(k) for k in keys]
+    return np.random.default_rng(entropy)
+
+
+def save_png(path: Path, array: np.ndarray) -> None:
+    """Write a uint8 (L or RGB) or uint16 (16-bit grey) PNG."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(array).save(path, format='PNG')
+
+
+def check_splits(splits: Mapping[str, int], valid: Sequence[str], dataset: str) -> None:
+    """Raise on a split name the real dataset does not have."""
+    unknown = sorted(set(splits) - set(valid))
+    if unknown:
+        raise ValueError(f'{dataset}: unknown split(s) {unknown}; valid splits are {list(valid)}')
+
+
+def cityscapes_train_ids_to_ids(train_ids: np.ndarray) -> np.ndarray:
+    """Map a Cityscapes train-id map to label ids (official table; ignore -> 0 "unlabeled")."""
+    lut = np.zeros(256, np.uint8)
+    lut[: len(CITYSCAPES_TRAIN_ID_TO_ID)] = CITYSCAPES_TRAIN_ID_TO_ID
+    return lut[train_ids]
 
 
 def object_class(shape: int, cue: int) -> int:
@@ -121,7 +145,7 @@ def partner_sample(seed: int, split: str, index: int, size: Size = (64, 128), pa
                          f'of two patches')
     rows, cols = h // patch, w // patch
     offset = cols // 2
-    rng = _sample_rng(seed, 'context_seg', split, index)
+    rng = sample_rng(seed, 'context_seg', split, index)
     rgb = _background(rng, size)
     label = np.full(size, BACKGROUND, np.uint8)
     used, objects = set(), []
@@ -146,16 +170,6 @@ def partner_sample(seed: int, split: str, index: int, size: Size = (64, 128), pa
     return np.clip(rgb, 0, 255).astype(np.uint8), label, dict(objects=objects)
 
 
-def read_color_cue(image: np.ndarray, box: Tuple[int, int, int, int]) -> Optional[int]:
-    """The cue whose colour fills ``box`` of ``image`` (each channel's mean within 40), or None."""
-    y0, x0, y1, x1 = box
-    mean = image[y0:y1, x0:x1].astype(np.float64).mean((0, 1))
-    for cue, color in enumerate(CUE_COLORS):
-        if np.abs(mean - np.asarray(color)).max() < 40:
-            return cue
-    return None
-
-
 def corner_sample(seed: int, split: str, index: int, size: Size = (64, 128), exclusion: int = 32,
                   marker_size: int = 32, num_objects: Tuple[int, int] = (2, 4),
                   object_size: Tuple[int, int] = (16, 47), align: int = 16,
@@ -174,7 +188,7 @@ def corner_sample(seed: int, split: str, index: int, size: Size = (64, 128), exc
         raise ValueError(f'image size {size} must be at least twice the exclusion block ({exclusion}) per side')
     if marker_size > exclusion:
         raise ValueError(f'marker_size {marker_size} does not fit in the exclusion block {exclusion}')
-    rng = _sample_rng(seed, 'context_seg_corner', split, index)
+    rng = sample_rng(seed, 'context_seg_corner', split, index)
     corner = CORNERS[int(rng.integers(len(CORNERS)))]
     cue = int(rng.integers(NUM_CUES))
     rgb = _background(rng, size)
@@ -227,20 +241,6 @@ def corner_sample(seed: int, split: str, index: int, size: Size = (64, 128), exc
     return np.clip(rgb, 0, 255).astype(np.uint8), label, meta
 
 
-def read_corner_cue(image: np.ndarray, exclusion: int = 32, min_pixels: int = 64) -> Optional[int]:
-    """The marker's cue index read back from the pixels alone: the cue colour of which a corner block holds at
-    least ``min_pixels`` pixels (within 40 per channel), or None."""
-    h, w = image.shape[:2]
-    rgb = image.astype(np.int16)
-    for corner in CORNERS:
-        y0, x0, y1, x1 = _exclusion_block(corner, (h, w), exclusion)
-        block = rgb[y0:y1, x0:x1]
-        for cue, color in enumerate(CUE_COLORS):
-            if (np.abs(block - np.asarray(color)).max(-1) < 40).sum() >= min_pixels:
-                return cue
-    return None
-
-
 def context_seg_sample(seed: int, split: str, index: int, task: str = 'partner',
                        **sample_args) -> Tuple[np.ndarray, np.ndarray, Dict]:
     """One sample of ``task`` (:func:`partner_sample` or :func:`corner_sample`, which take ``sample_args``)."""
@@ -263,7 +263,7 @@ def make_context_seg(
     ``splits``: number of images per split (``train`` / ``val`` / ``test``); ``task``: ``'partner'`` or
     ``'corner'``; ``sample_args`` go to :func:`partner_sample` / :func:`corner_sample`.
     """
-    _check_splits(splits, tuple(CITYSCAPES_DEFAULT_CITIES), 'context_seg')
+    check_splits(splits, tuple(CITYSCAPES_DEFAULT_CITIES), 'context_seg')
     root = Path(root)
     for split, count in splits.items():
         split_cities = tuple(cities) if cities else CITYSCAPES_DEFAULT_CITIES[split]
@@ -271,8 +271,8 @@ def make_context_seg(
             image, train_ids, _ = context_seg_sample(seed, split, index, task, size=size, **sample_args)
             city = split_cities[index % len(split_cities)]
             stem = f'{city}_{index:06d}_{19:06d}'
-            _save_png(root / 'leftImg8bit' / split / city / f'{stem}_leftImg8bit.png', image)
+            save_png(root / 'leftImg8bit' / split / city / f'{stem}_leftImg8bit.png', image)
             gt_dir = root / 'gtFine' / split / city
-            _save_png(gt_dir / f'{stem}_gtFine_labelTrainIds.png', train_ids)
-            _save_png(gt_dir / f'{stem}_gtFine_labelIds.png', cityscapes_train_ids_to_ids(train_ids))
+            save_png(gt_dir / f'{stem}_gtFine_labelTrainIds.png', train_ids)
+            save_png(gt_dir / f'{stem}_gtFine_labelIds.png', cityscapes_train_ids_to_ids(train_ids))
     return root

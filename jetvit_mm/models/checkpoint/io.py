@@ -38,11 +38,6 @@ class Checkpoint:
     meta: Dict[str, Any]
     prefix: Optional[str] = None
 
-    @property
-    def config_text(self) -> Optional[str]:
-        """The config text saved in ``meta['cfg']`` (literal-only), or None."""
-        return self.meta['cfg'] if isinstance(self.meta.get('cfg'), str) else None
-
     @functools.cached_property
     def state(self) -> StateDict:
         state = unwrap_state(self.raw, self.path)

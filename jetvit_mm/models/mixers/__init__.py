@@ -6,7 +6,6 @@ Every mixer keeps the contract of :mod:`~jetvit_mm.models.mixers.base` and is ca
 table (:class:`MixerTable`) maps its letters to types and options, and the lookup from a letter to a class happens
 there, once, when the model is built.
 """
-import inspect
 from typing import Any, Dict, Iterable, Optional, Type
 
 from torch import nn
@@ -25,9 +24,6 @@ for _cls in (FullAttention, WindowAttention, LinearAttention):
 
 # the default table's letters and classes
 MIXERS: Dict[str, Type[nn.Module]] = {'F': FullAttention, 'W': WindowAttention, 'L': LinearAttention}
-_COMMON_ARGS = COMMON_ARGS
-LINEAR_CFG_KEYS = tuple(p for p in inspect.signature(LinearAttention.__init__).parameters
-                        if p not in ('self',) + _COMMON_ARGS)
 
 
 def _valid_letters(letters: Optional[Iterable[str]] = None) -> str:
@@ -85,7 +81,7 @@ def build_mixer(
 
 
 __all__ = [
-    'CONV_VARIANTS', 'COMMON_ARGS', 'DEFAULT_MIXERS', 'INHERITS', 'LINEAR_CFG_KEYS', 'MIXERS', 'MIXER_REGISTRY',
+    'CONV_VARIANTS', 'COMMON_ARGS', 'DEFAULT_MIXERS', 'INHERITS', 'MIXERS', 'MIXER_REGISTRY',
     'FullAttention', 'LinearAttention', 'MixerContractError', 'MixerEntry', 'MixerRegistry', 'MixerTable',
     'SqueezeDynamicConv', 'StaticDepthwiseConv', 'TokenDynamicConv', 'TokenMixer', 'WindowAttention', 'build_mixer',
     'default_mixers', 'get_mixer_cls', 'option_name', 'register_mixer', 'validate_arch',

@@ -1,29 +1,24 @@
 """The token-mixer contract, and what the built-in mixers share (the teacher attention's projections).
 
-A token mixer is one letter of an arch. Any ``nn.Module`` class registered with
-:func:`~jetvit_mm.models.mixers.register_mixer` can be one, if it keeps this contract (checked when a model that
-declares it is built, :mod:`~jetvit_mm.models.mixers.contract`):
+A token mixer is one letter of an arch: any ``nn.Module`` class registered with
+:func:`~jetvit_mm.models.mixers.register_mixer` that keeps this contract (checked when a model that declares it is
+built, :mod:`~jetvit_mm.models.mixers.contract`):
 
 1. **Construction**: ``cls(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, attn_drop,
-   proj_drop, **options)``, all by keyword. The eight common arguments come from the teacher (``rotate_half``: its
-   RoPE layout); ``options`` are the letter's own, from the model's ``mixers=`` table
-   (``P=dict(type='PooledAttention', pool_size=2)``).
-2. **Call**: ``mixer(x, grid_size, rope)`` with ``x`` of shape ``[B, N, D]``, tokens ``[num_prefix_tokens prefix
-   tokens, h * w patch tokens row-major]``, ``grid_size = (h, w)`` and ``rope`` None or ``(h * w, 2 * head_dim)``
-   (``[sin, cos]`` per patch, see :mod:`~jetvit_mm.models.mixers.rope`); it returns ``[B, N, D]``.
-3. **Inherited teacher weights** (class attribute ``inherits``):
-   - ``'qkv_proj'``: the mixer owns ``qkv = nn.Linear(D, 3 D, bias=qkv_bias)`` and ``proj = nn.Linear(D, D,
-     bias=proj_bias)`` under those names; the model copies the teacher's q/k/v/o into them, and ``inherit='mlp'``
-     re-initialises them. Every other parameter is new (a teacher checkpoint need not hold it) and must start so
-     that the inherited model is not disturbed.
-   - ``'none'``: the mixer starts from its own initialisation; a layer of it takes none of the teacher's attention
-     weights, and all its parameters are new.
-4. **Options beyond the weights**: every constructor option is part of the arch spec saved with the weights (it
-   changes what the weights compute), except those the class lists in ``deployment_options`` (implementation or
-   rounding switches: the same computation) and ``init_options`` (how new parameters start). Options must be JSON
-   values (numbers, strings, booleans, None, lists, dicts).
+   proj_drop, **options)``, all by keyword: the eight common arguments from the teacher (``rotate_half``: its RoPE
+   layout), ``options`` the letter's own from the ``mixers=`` table (``P=dict(type='PooledAttention', pool_size=2)``).
+2. **Call**: ``mixer(x, grid_size, rope)``, ``x`` ``[B, N, D]`` (``num_prefix_tokens`` prefix tokens, then
+   ``h * w`` patch tokens row-major), ``grid_size = (h, w)``, ``rope`` None or ``(h * w, 2 * head_dim)`` (see
+   :mod:`~jetvit_mm.models.mixers.rope`); returns ``[B, N, D]``.
+3. **Inherited teacher weights** (class attribute ``inherits``): ``'qkv_proj'``: the mixer owns
+   ``qkv = nn.Linear(D, 3 D, bias=qkv_bias)`` and ``proj = nn.Linear(D, D, bias=proj_bias)``, into which the model
+   copies the teacher's q/k/v/o (``inherit='mlp'`` re-initialises them); every other parameter is new and must start
+   so that the inherited model is not disturbed. ``'none'``: all its parameters are new, from its own initialisation.
+4. **Options**: every constructor option is part of the arch spec saved with the weights, except those the class
+   lists in ``deployment_options`` (implementation or rounding switches: the same computation) and ``init_options``
+   (how new parameters start). Options must be JSON values.
 5. Optional: ``attention_flops(batch, num_tokens, grid_size) -> int``, the FLOPs of its token mixing beyond the
-   Linears and convs (which are counted by hooks), for :mod:`jetvit_mm.benchmark.flops`.
+   Linears and convs (counted by hooks), for :mod:`jetvit_mm.benchmark.flops`.
 
 :class:`TokenMixer` is a base that satisfies 3 (``'qkv_proj'``) for subclasses.
 """

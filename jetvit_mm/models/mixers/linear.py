@@ -49,17 +49,10 @@ class LinearAttention(TokenMixer):
     added to the patch tokens only, before ``proj``; ``kernel_init='zero'`` (default) starts it at exactly zero,
     ``'trunc_normal'`` with a small random static kernel (see ``squeeze_conv``).
 
-    ``kernel`` (a deployment switch, :mod:`~jetvit_mm.models.mixers.kernels`): ``'torch'`` (the reference, this
-    class's :meth:`linear_attention`, rounding as ``precision`` says), ``'compile'`` (the fused formulation
-    :func:`~jetvit_mm.models.mixers.kernels.linear_fused.fused_linear_attention`, compiled once per shape),
-    ``'triton'`` (fused Triton kernels that never write phi(q), phi(k) or their rotated copies) or ``'auto'``
-    (default: triton on CUDA, compile for large inputs on the CPU, else torch). The fused paths keep
-    their elementwise math and every sum in fp32 and give the matmuls bf16 operands for bf16 inputs, fp32 ones
-    otherwise, whatever ``precision``: within bf16 rounding of the fp32 result. With autograd recording (training)
-    ``'triton'`` trains through its Triton backward (ReLU features; ``focusing`` trains on the torch path) and every
-    other path gives way to the torch path; the static and squeeze conv terms are computed inside the Triton kernels
-    in training as in inference (their backward in torch ops). The choice is resolved once per device, dtype and
-    grad mode.
+    ``kernel`` (a deployment switch; the paths and when each runs: :mod:`~jetvit_mm.models.mixers.kernels.dispatch`):
+    ``'torch'`` is this class's :meth:`linear_attention`, rounding as ``precision`` says; the fused paths
+    (``'compile'``, ``'triton'``) keep their elementwise math and every sum in fp32 and give the matmuls bf16 operands
+    for bf16 inputs, fp32 ones otherwise, whatever ``precision``: within bf16 rounding of the fp32 result.
 
     There is no attention matrix to drop out, so ``attn_drop`` must be 0.
     """

@@ -88,18 +88,3 @@ def rotate_query_key(
     check_rope(rope, q.shape[-2] - num_prefix_tokens, q.shape[-1])
     table = rope_table(rope, num_prefix_tokens, rotate_half)
     return apply_rope_table(q, table, rotate_half), apply_rope_table(k, table, rotate_half)
-
-
-def rotate_patch_tokens(
-        x: torch.Tensor,
-        rope: torch.Tensor,
-        num_prefix_tokens: int,
-        rotate_half: bool = True,
-) -> torch.Tensor:
-    """Apply RoPE to the patch tokens of ``x`` (``[..., N, head_dim]``); prefix tokens pass unchanged.
-
-    Same numerics as timm's ``EvaAttention``: the rotation is computed with ``rope``'s precision and cast back to
-    ``x.dtype``. Mixers that rotate q and k build the :func:`rope_table` once and call :func:`apply_rope_table`.
-    """
-    check_rope(rope, x.shape[-2] - num_prefix_tokens, x.shape[-1])
-    return apply_rope_table(x, rope_table(rope, num_prefix_tokens, rotate_half), rotate_half)

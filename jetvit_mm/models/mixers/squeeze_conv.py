@@ -3,14 +3,12 @@
 Every variant maps ``v`` of shape ``[B, D, h, w]`` to ``[B, D, h, w]`` with one ``k x k`` kernel per channel, zero
 padding and no bias (a conv bias would shift only the patch tokens, and the dynamic variants generate kernels only).
 
-Init (``kernel_init``): the static kernel is zero by default, so at step 0 the conv branch adds nothing and the
-L block is the inherited projections around plain linear attention (docs/method.md: new parts must not disturb the
-inherited model); its gradient (V correlated with the output gradient) is non-zero, so it moves at the first step.
-``'trunc_normal'`` draws it from ``trunc_normal(std=0.02)`` instead (small, no identity/dirac term: the branch then
-perturbs the output by a few percent of V). The dynamic variants hold that static kernel in the bias of their
-generator's last Linear and zero that Linear's weight, so at init they equal the static conv exactly. The first
-generator Linear keeps a small random init: were it zero as well, its output (and with it every generator gradient)
-would be zero forever, and the dynamic conv would never leave the static one.
+Init (``kernel_init``): the static kernel is zero by default, so at step 0 the conv branch adds nothing (docs/
+method.md: new parts must not disturb the inherited model); its gradient is non-zero, so it moves at the first step.
+``'trunc_normal'`` draws it from ``trunc_normal(std=0.02)`` instead (no identity term: the branch then perturbs the
+output by a few percent of V). The dynamic variants hold that static kernel in the bias of their generator's last
+Linear and zero its weight, so at init they equal the static conv exactly; the first generator Linear keeps a small
+random init (were it zero too, every generator gradient would stay zero and the dynamic conv never leave the static).
 """
 import math
 from typing import Optional, Tuple

@@ -76,14 +76,10 @@ class WindowAttention(TokenMixer):
     the window are zero-padded and the padded keys masked out. A grid side shorter than the window uses one window
     of that side's length (the same result as padding, without the wasted work).
 
-    ``kernel`` (a deployment switch, :mod:`~jetvit_mm.models.mixers.kernels`): ``'torch'`` (the reference),
-    ``'compile'`` (:func:`~jetvit_mm.models.mixers.kernels.window_compiled.padded_window_attention`, compiled once per
-    shape: RoPE, windowing and key padding fused, window keys padded for the CPU's bf16 attention kernel), ``'flex'``
-    (FlexAttention over a window-major token order, no padded or concatenated copies; fast on CUDA, slow on the
-    CPU) or ``'auto'`` (default: flex on CUDA, compile for large inputs on the CPU, else torch). With
-    autograd recording (training) ``'flex'`` trains through FlexAttention's backward on CUDA (it has none on the
-    CPU) and every other path gives way to the torch path, as it does with attention dropout. The choice is resolved
-    once per device, dtype, grad mode and train/eval mode.
+    ``kernel`` (a deployment switch; the paths and when each runs: :mod:`~jetvit_mm.models.mixers.kernels.dispatch`):
+    ``'torch'`` (the reference), ``'compile'`` (:mod:`~jetvit_mm.models.mixers.kernels.window_compiled`), ``'flex'``
+    (FlexAttention over a window-major token order) or ``'auto'``. Attention dropout, like training on any path but
+    ``'flex'`` on CUDA, runs the torch path; the choice is resolved once per device, dtype, grad and train/eval mode.
     """
 
     deployment_options = ('kernel',)

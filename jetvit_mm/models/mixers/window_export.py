@@ -1,16 +1,14 @@
 """Window attention in the forms ``torch.export`` (ONNX) traces: masked full attention for a symbolic patch grid,
 windows for a fixed one.
 
-The windowed formulation reshapes tokens by the number of windows, which ``torch.export`` can only trace with guards
-that fix the grid to the export size. Here every query attends over all tokens with a boolean mask built from the
-grid with tensor ops: a patch query sees the prefix tokens and the patches of its own window, a prefix query sees
-everything. The softmax runs over the same keys as :func:`~jetvit_mm.models.mixers.window.window_attention`, so the
-values are the same (fp32 rounding aside); the cost is full attention's, which is what an exported W layer pays.
-
-At a fixed grid (:func:`~jetvit_mm.models.tracing.fixed_grid_export`) :func:`fixed_grid_window_attention` keeps the
-windows, in the operations a graph runtime runs fastest: q, k and v from their own projections, RoPE in token-major
-layout, each windowed by one transpose, the prefix keys and values put in front of every window by one concat and
-no scatter.
+The windowed formulation reshapes tokens by the number of windows, which ``torch.export`` traces only with guards
+that fix the grid. Here every query attends over all tokens with a boolean mask built from the grid with tensor ops
+(a patch query sees the prefix and its own window, a prefix query everything): the same keys as
+:func:`~jetvit_mm.models.mixers.window.window_attention`, so the same values up to fp32 rounding, at full
+attention's cost. At a fixed grid (:func:`~jetvit_mm.models.tracing.fixed_grid_export`)
+:func:`fixed_grid_window_attention` keeps the windows, in the operations a graph runtime runs fastest: q, k and v
+from their own projections, RoPE in token-major layout, each windowed by one transpose, the prefix keys and values
+put in front of every window by one concat, no scatter.
 """
 from typing import Optional, Tuple
 

@@ -1,5 +1,5 @@
 # What the example's two configs share: a tiny JetViT (DINOv3 architecture, random weights) declaring the plugin's
-# letters next to the default ones, generated Cityscapes-layout images (jetvit_mm.testing.make_cityscapes) and the
+# letters next to the default ones, generated Cityscapes-layout images (tests/fixtures/datasets.py) and the
 # project's runtime. P = PooledAttention (on the teacher's q/k/v/o), C = DepthwiseConvMixer (its own projections).
 _base_ = [
     'mmseg::_base_/datasets/cityscapes.py',

@@ -6,17 +6,13 @@
 - ``'flex'`` (W only): FlexAttention with a window + global-prefix block mask (compiled; fast on CUDA).
 - ``'auto'`` (default): the fastest path for the device and dtype, the torch path where the others are absent.
 
-Training (autograd enabled): L's ``'triton'`` path has a Triton backward (ReLU features; FLatten's focused ReLU
-trains on the torch path; the static and squeeze conv terms stay inside its forward kernels) and W's ``'flex'`` path
-FlexAttention's own backward on CUDA (FlexAttention has none on the CPU), so ``'auto'`` keeps them on CUDA with grad
-enabled; ``'compile'`` is an inference path, the torch path runs in its place. Under a tensor-dispatch mode
-(FakeTensorMode: shape-only FLOP counting; FLOP counters; tracing) the torch path runs. Inside a user's own
-torch.compile (inference), L's Triton kernels stay in the graph as the custom op ``jetvit::linear_attention_triton``
-(``'triton'``, and ``'auto'`` on CUDA); otherwise the pure-torch fused formulation (L), FlexAttention (W on CUDA, its
-block mask built outside the graph) or the padded-key windows (W elsewhere) are traced inline.
-
-The choice depends on the device, the dtype, whether grad is enabled (and for ``'auto'`` on the CPU, on the input's
-size): a mixer resolves it once per such key with :func:`resolve_once`, not on every forward.
+Training (autograd enabled): L ``'triton'`` has a Triton backward (ReLU features; focused ReLU trains on the torch
+path) and W ``'flex'`` FlexAttention's own on CUDA, so ``'auto'`` keeps them there; ``'compile'`` is an inference
+path, the torch path runs in its place. Under a tensor-dispatch mode (FakeTensorMode, FLOP counters, tracing) the
+torch path runs. Inside a user's own torch.compile, L's Triton kernels stay in the graph as the custom op
+``jetvit::linear_attention_triton``; otherwise the fused torch formulation (L), FlexAttention (W on CUDA, its block
+mask built outside the graph) or the padded-key windows (W elsewhere) are traced inline. A mixer resolves its path
+once per device, dtype, grad mode (and for ``'auto'`` on the CPU, input size) with :func:`resolve_once`.
 """
 from typing import Callable, Dict, Hashable, Tuple
 
