@@ -6,6 +6,7 @@
 - the Triton L kernels under ``TRITON_INTERPRET=1`` on CPU tensors, a grid whose token count divides neither the
   window nor the kernels' 64-token tile, with several tiles and token splits;
 - ``kernel='compile'`` for L and W, ``'flex'`` for W (FlexAttention, compiled on the CPU);
+- W ``'flex'`` as it runs on GPUs (the prefix keys merged by Flex's log-sum-exp), forward and backward on the CPU;
 - fp32 to 1e-5 relative; bf16 within bf16 rounding of the fp32 result (no further from it than the torch path's
   own bf16 output, up to one bf16 spacing at the output's scale);
 - ``'auto'``, training (the torch path whenever autograd records), clear errors for unknown and unavailable paths.
