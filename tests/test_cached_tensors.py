@@ -61,11 +61,11 @@ def test_a_validation_forward_leaves_the_flex_path_trainable(monkeypatch):
         warnings.simplefilter('error', RuntimeWarning)  # a failed self-check warns
         with torch.inference_mode():
             mixer(x, GRID, tiny_dinov3().rope_embed(GRID))
-    assert {key[0] for key in window_flex._CACHE} == {'block_mask', 'query_order'}
+    assert {key[0] for key in window_flex._CACHE} == {'block_mask', 'token_orders'}
     for key, value in window_flex._CACHE.items():
         assert not any(t.is_inference() for t in cached_tensors(value)), key[0]
     leaf = torch.randn(2, 2, 5 + GRID[0] * GRID[1], 16, requires_grad=True)
-    window_flex.window_major_queries(leaf, GRID, (3, 3), 5).sum().backward()
+    window_flex.window_major(leaf, GRID, (3, 3), 5).sum().backward()
     assert leaf.grad[:, :, 5:].eq(1).all()  # every patch query gathered once
 
 

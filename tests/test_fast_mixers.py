@@ -6,6 +6,7 @@
 - the Triton L kernels under ``TRITON_INTERPRET=1`` on CPU tensors, a grid whose token count divides neither the
   window nor the kernels' 64-token tile, with several tiles and token splits;
 - ``kernel='compile'`` for L and W, ``'flex'`` for W (FlexAttention, compiled on the CPU);
+- W ``'flex'`` as it runs on GPUs (the prefix keys merged by Flex's log-sum-exp), forward and backward on the CPU;
 - fp32 to 1e-5 relative; bf16 within bf16 rounding of the fp32 result (no further from it than the torch path's
   own bf16 output, up to one bf16 spacing at the output's scale);
 - ``'auto'``, training (the torch path whenever autograd records), clear errors for unknown and unavailable paths.
@@ -302,6 +303,66 @@ def test_fast_window_attention_bf16_within_bf16_rounding(fresh_dynamo, kernel):
     fast = twin(mixer, kernel).bfloat16()
     assert_within_bf16_rounding(run(fast, x.bfloat16(), grid, rope), run(mixer.bfloat16(), x.bfloat16(), grid, rope),
                                 ref)
+
+
+def dense_flex_attention(q, k, v, block_mask, return_aux=None):
+    """FlexAttention's definition computed densely from the block mask's ``mask_mod``: the stand-in for its backward,
+    which FlexAttention has only on GPUs."""
+    from torch.nn.attention import flex_attention as flex
+
+    queries, keys = block_mask.seq_lengths
+    allowed = block_mask.mask_mod(None, None, torch.arange(queries)[:, None], torch.arange(keys)[None])
+    scores = (q.float() @ k.float().mT * q.shape[-1] ** -0.5).masked_fill(~allowed, float('-inf'))
+    out = (scores.softmax(-1) @ v.float()).to(q.dtype)
+    return out if return_aux is None else (out, flex.AuxOutput(lse=scores.logsumexp(-1)))
+
+
+@needs_compile
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16], ids=['fp32', 'bf16'])
+@pytest.mark.parametrize('grid,window_size,prefix,batch,use_rope', WINDOW_CASES)
+def test_flex_window_attention_merging_the_prefix_keys_by_lse_equals_torch_path(monkeypatch, dtype, grid, window_size,
+                                                                               prefix, batch, use_rope):
+    """The GPU's formulation of the 'flex' path (the prefix keys out of Flex, merged by its log-sum-exp, which the
+    CPU's compiled Flex does not return) on the CPU: Flex run eagerly, forward; then with Flex's dense definition in
+    its place (no Flex backward on the CPU), the backward of all around it, against the torch path's."""
+    from torch.nn.attention import flex_attention as flex
+
+    from jetvit_mm.models.mixers.kernels import window_flex
+    from jetvit_mm.models.mixers.kernels.window_flex import flex_window_attention, window_block_mask
+    from jetvit_mm.models.mixers.window import window_attention
+
+    monkeypatch.setattr(window_flex, 'NO_LSE', ())  # the CPU as a GPU: no prefix keys in Flex's key buffer
+    window = (min(window_size, grid[0]), min(window_size, grid[1]))
+    mask = window_block_mask(grid, window, prefix, 'cpu')
+    assert mask.seq_lengths[0] == mask.seq_lengths[1]
+    qkv = torch.randn(batch, prefix + grid[0] * grid[1], 3 * DIM, generator=torch.Generator().manual_seed(0))
+    rope = rope_for(grid, DIM // HEADS) if use_rope else None
+    args = (grid, window, HEADS, prefix, rope, True)
+    ref = window_attention(qkv, *args)
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message='flex_attention called without torch.compile')
+        with torch.no_grad():
+            out = flex_window_attention(qkv.to(dtype), *args, mask)
+    if dtype == torch.float32:
+        assert_fp32_close(out, ref)
+    else:
+        assert_within_bf16_rounding(out, window_attention(qkv.bfloat16(), *args), ref)
+
+    monkeypatch.setattr(flex, 'flex_attention', dense_flex_attention)
+    grad_out = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1))
+    grads = {}
+    for name, fn, x in (('flex', lambda x: flex_window_attention(x, *args, mask), qkv.to(dtype)),
+                        ('torch', lambda x: window_attention(x, *args), qkv.to(dtype)),
+                        ('fp32', lambda x: window_attention(x, *args), qkv)):
+        x = x.clone().requires_grad_()
+        fn(x).backward(grad_out.to(x.dtype))
+        grads[name] = x.grad.float()
+    if dtype == torch.float32:
+        assert_fp32_close(grads['flex'], grads['torch'])
+    else:  # no further from the fp32 gradient than the torch path's bf16 one, up to one spacing at its scale
+        scale = grads['fp32'].abs().max().item()
+        fast_err, torch_err = ((grads[k] - grads['fp32']).abs().max().item() for k in ('flex', 'torch'))
+        assert fast_err <= torch_err + BF16_EPS * scale, (fast_err, torch_err, scale)
 
 
 

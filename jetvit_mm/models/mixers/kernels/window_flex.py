@@ -1,12 +1,13 @@
-"""W with FlexAttention: patch queries in window-major order, one window per block pair; the prefix queries apart.
+"""W with FlexAttention: patch queries, keys and values in window-major order, one window per block pair.
 
-The RoPE pass writes q and k straight into window-major order (one fused kernel under torch.compile, the pass F
-makes too); v is gathered in the same kernel. Each window's queries (its ``wh * ww`` patches, padded to a multiple
-of FlexAttention's 128-token block) attend to the window and to the prefix keys, so the block mask skips all other
-blocks: the work is the window attention's, not a masked full attention's. The few prefix queries attend to every
-real token; in the Flex call they would fill one query block whose mask row allows every key block, and Flex does
-not split a query block over keys, so one program per head would walk the whole sequence alone. They go through
-SDPA over the row-major keys instead, whose kernels split long key ranges.
+q, k and v are gathered into window-major order (under torch.compile one fused pass with the RoPE rotation). Each
+window's queries (its ``wh * ww`` patches, padded to a multiple of FlexAttention's 128-token block) attend to their
+window's keys only, so the block mask skips every other block and no prefix block is walked; their attention to the
+few prefix keys is a small product beside Flex, merged with Flex's by its log-sum-exp (fp32). On the CPU, whose
+compiled Flex returns no log-sum-exp, the prefix keys follow the windows in Flex's key buffer instead. The patch
+outputs are gathered back to row-major order into the one output buffer. The few prefix queries attend to every real
+token: in Flex they would fill one query block that one program per head walks alone (SDPA's kernels do the same for
+5 queries), so their ``[B, H, P, N]`` scores are a product, softmax and matmul spread over every key.
 """
 from typing import Callable, Dict, Optional, Tuple
 
@@ -14,10 +15,10 @@ import torch
 
 from ...caching import plain_tensors
 from ..rope import rotate_query_key
-from ..window_layout import window_blocks
 
 BLOCK = 128  # FlexAttention's default sparse block
-CACHE_SIZE = 16  # grids (x windows x prefix x device) whose masks and query orders are kept
+NO_LSE = ('cpu',)  # device types whose compiled Flex returns no log-sum-exp: the prefix keys go in its key buffer
+CACHE_SIZE = 16  # grids (x windows x device) whose masks and token orders are kept
 _CACHE: Dict[tuple, object] = {}  # (builder name, *its arguments) -> what it built, in insertion order
 
 
@@ -49,64 +50,33 @@ def _layout(grid_size: Tuple[int, int], window: Tuple[int, int]) -> Tuple[int, i
     return -(-h // wh), -(-w // ww), -(-wh * ww // BLOCK) * BLOCK
 
 
-def flex_windows(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
-                 keep_prefix: bool = True) -> torch.Tensor:
-    """``[B, H, P + h * w, C]`` -> ``[B, H, windows * slots (+ P), C]``: windows in order, zero-padded, then the
-    prefix tokens (``keep_prefix``: the keys and values) or nothing (the patch queries)."""
-    B, H, _, C = x.shape
-    (h, w), (wh, ww) = grid_size, window
-    nh, nw, slots = _layout(grid_size, window)
-    windows = window_blocks(x[:, :, num_prefix_tokens:].reshape(B, H, h, w, C), window).flatten(2, 3)
-    if not keep_prefix:
-        return window_major_queries(x, grid_size, window, num_prefix_tokens)
-    out = x.new_zeros(B, H, nh * nw * slots + num_prefix_tokens, C)  # one 4-D buffer, as FlexAttention takes it
-    out[:, :, :nh * nw * slots].view(B, H, nh * nw, slots, C)[:, :, :, :wh * ww] = windows
-    out[:, :, nh * nw * slots:] = x[:, :, :num_prefix_tokens]
-    return out
-
-
-def _query_order(grid_size: Tuple[int, int], window: Tuple[int, int], device: torch.device) -> torch.Tensor:
-    """For each window-major query slot, the row-major patch it holds; padding slots point one past the last patch."""
+def _token_orders(grid_size: Tuple[int, int], window: Tuple[int, int],
+                  device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """For each window-major slot the row-major patch it holds (padding slots: one past the last patch), and for each
+    row-major patch the slot that holds it."""
     (h, w), (wh, ww) = grid_size, window
     nh, nw, slots = _layout(grid_size, window)
     win, pos = torch.arange(nh * nw * slots).div(slots, rounding_mode='floor'), torch.arange(nh * nw * slots) % slots
     row = (win // nw) * wh + pos // ww
     col = (win % nw) * ww + pos % ww
-    real = (pos < wh * ww) & (row < h) & (col < w)
-    return torch.where(real, row * w + col, h * w).to(device)
+    order = torch.where((pos < wh * ww) & (row < h) & (col < w), row * w + col, h * w)
+    return order.to(device), order.argsort(stable=True)[:h * w].to(device)
 
 
-def window_major_queries(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int],
-                         num_prefix_tokens: int) -> torch.Tensor:
+def window_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int],
+                 num_prefix_tokens: int) -> torch.Tensor:
     """The patch rows of ``x`` (``[B, H, P + h * w, C]``) in window-major order, padding slots zero:
     ``[B, H, windows * slots, C]``, gathered in one pass into a plain 4-D buffer (inductor's CPU Flex template reads
     the query's underlying buffer as 4-D, which a write through a 5-D window view would not be)."""
     patches = torch.nn.functional.pad(x[:, :, num_prefix_tokens:], (0, 0, 0, 1))  # one zero row for the padding
-    order = _cached('query_order', _query_order, tuple(grid_size), tuple(window), x.device)
-    return patches[:, :, order]
-
-
-def row_major(patches: torch.Tensor, prefix: torch.Tensor, grid_size: Tuple[int, int],
-              window: Tuple[int, int]) -> torch.Tensor:
-    """The window-major patch outputs ``[B, H, windows * slots, C]`` back in row-major order after the prefix
-    outputs ``[B, H, P, C]``, heads merged: ``[B, P + h * w, H * C]``."""
-    B, H, _, C = patches.shape
-    (h, w), (wh, ww) = grid_size, window
-    nh, nw, slots = _layout(grid_size, window)
-    windows = patches.reshape(B, H, nh, nw, slots, C)[:, :, :, :, :wh * ww]
-    grid = windows.reshape(B, H, nh, nw, wh, ww, C).permute(0, 2, 4, 3, 5, 1, 6).reshape(B, nh * wh, nw * ww, H * C)
-    out = grid[:, :h, :w].reshape(B, h * w, H * C)
-    if prefix.shape[2]:
-        out = torch.cat([prefix.transpose(1, 2).reshape(B, prefix.shape[2], H * C), out], dim=1)
-    return out
+    return patches[:, :, _cached('token_orders', _token_orders, tuple(grid_size), tuple(window), x.device)[0]]
 
 
 def window_mask_mod(grid_size: Tuple[int, int], window: Tuple[int, int]):
     """FlexAttention ``mask_mod`` of the window-major layout: a patch query (or a padding slot) sees its window's real
-    patches and the prefix keys (the keys after the windows)."""
+    patches and the prefix keys placed after the windows, if any."""
     (h, w), (wh, ww) = grid_size, window
     nh, nw, slots = _layout(grid_size, window)
-    patches = nh * nw * slots
 
     def real(index):
         win, pos = index // slots, index % slots
@@ -114,29 +84,33 @@ def window_mask_mod(grid_size: Tuple[int, int], window: Tuple[int, int]):
         return (pos < wh * ww) & (row < h) & (col < w)
 
     def mask_mod(b, head, q_index, kv_index):
-        key_prefix = kv_index >= patches
-        same_window = (q_index // slots) == (kv_index // slots)
-        return key_prefix | (real(kv_index) & same_window)
+        return (kv_index >= nh * nw * slots) | (real(kv_index) & ((q_index // slots) == (kv_index // slots)))
 
     return mask_mod
 
 
 def window_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
                       device: torch.device):
-    """The BlockMask of :func:`window_mask_mod`, the patch queries against all keys: built once per grid, window,
-    prefix and device, eagerly (never inside a compiled graph), and kept."""
-    return _cached('block_mask', _build_block_mask, tuple(grid_size), tuple(window), num_prefix_tokens,
-                   torch.device(device))
+    """The BlockMask of :func:`window_mask_mod`, the patch queries against the window-major keys, followed by the
+    prefix keys on the devices in :data:`NO_LSE`: built once per grid, window, prefix and device, eagerly (never
+    inside a compiled graph), and kept."""
+    device = torch.device(device)
+    return _cached('block_mask', _build_block_mask, tuple(grid_size), tuple(window),
+                   num_prefix_tokens if device.type in NO_LSE else 0, device)
 
 
-def _build_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
-                      device: torch.device):
+def _build_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], prefix_keys: int, device: torch.device):
     from torch.nn.attention import flex_attention as flex
 
     nh, nw, slots = _layout(grid_size, window)
-    queries = nh * nw * slots
-    return flex.create_block_mask(window_mask_mod(grid_size, window), None, None, queries,
-                                  queries + num_prefix_tokens, device=device, BLOCK_SIZE=BLOCK)
+    return flex.create_block_mask(window_mask_mod(grid_size, window), None, None, nh * nw * slots,
+                                  nh * nw * slots + prefix_keys, device=device, BLOCK_SIZE=BLOCK)
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """The scaled scores ``q k^T`` in fp32 as a product and a sum over channels (one of the two sides is a few
+    prefix tokens), which inductor fuses with the pass that rotates q and k."""
+    return (q.float().unsqueeze(-2) * k.float().unsqueeze(-3)).sum(-1) * q.shape[-1] ** -0.5
 
 
 def flex_window_attention(
@@ -151,15 +125,30 @@ def flex_window_attention(
 ) -> torch.Tensor:
     """Window attention of ``qkv`` (``[B, N, 3 * D]``) as :func:`~jetvit_mm.models.mixers.window.window_attention`
     computes it (before ``proj``: ``[B, N, D]``), with FlexAttention and :func:`window_block_mask`."""
-    from torch.nn.attention.flex_attention import flex_attention
+    from torch.nn.attention.flex_attention import AuxRequest, flex_attention
 
     B, N, D3 = qkv.shape
-    q, k, v = qkv.reshape(B, N, 3, num_heads, D3 // (3 * num_heads)).permute(2, 0, 3, 1, 4).unbind(0)
+    P, C = num_prefix_tokens, D3 // (3 * num_heads)
+    q, k, v = qkv.reshape(B, N, 3, num_heads, C).permute(2, 0, 3, 1, 4).unbind(0)
     if rope is not None:
-        q, k = rotate_query_key(q, k, rope, num_prefix_tokens, rotate_half)
-    # the prefix queries see every real token: SDPA over the row-major keys
-    prefix = torch.nn.functional.scaled_dot_product_attention(q[:, :, :num_prefix_tokens], k, v)
-    patches = flex_attention(flex_windows(q, grid_size, window, num_prefix_tokens, keep_prefix=False),
-                             flex_windows(k, grid_size, window, num_prefix_tokens),
-                             flex_windows(v, grid_size, window, num_prefix_tokens), block_mask=block_mask)
-    return row_major(patches, prefix, grid_size, window)
+        q, k = rotate_query_key(q, k, rope, P, rotate_half)
+    out = qkv.new_empty(B, N, num_heads, C)
+    if P:  # the prefix queries see every real token
+        out[:, :P] = (_scores(q[:, :, :P], k).softmax(-1).to(v.dtype) @ v).transpose(1, 2)
+    q_win, k_win, v_win = (window_major(t, grid_size, window, P) for t in (q, k, v))
+    inside = P > 0 and qkv.device.type in NO_LSE  # the prefix keys in Flex's key buffer
+    if inside:
+        k_win, v_win = torch.cat([k_win, k[:, :, :P]], 2), torch.cat([v_win, v[:, :, :P]], 2)
+    merge = P > 0 and not inside
+    found = flex_attention(q_win, k_win, v_win, block_mask=block_mask,
+                           return_aux=AuxRequest(lse=True) if merge else None)
+    patches, lse = (found[0], found[1].lse) if merge else (found, None)
+    rows = _cached('token_orders', _token_orders, tuple(grid_size), tuple(window), qkv.device)[1]
+    patches = patches[:, :, rows]  # row-major
+    if merge:  # the patch queries' attention to the prefix keys, merged with their windows' by log-sum-exp
+        lse, prefix_scores = lse[:, :, rows], _scores(q[:, :, P:], k[:, :, :P])
+        total = torch.logaddexp(lse, prefix_scores.logsumexp(-1)).unsqueeze(-1)
+        patches = (patches.float() * (lse.unsqueeze(-1) - total).exp()
+                   + (prefix_scores - total).exp() @ v[:, :, :P].float())
+    out[:, P:] = patches.transpose(1, 2)
+    return out.flatten(2)
