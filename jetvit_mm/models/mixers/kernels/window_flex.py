@@ -108,9 +108,9 @@ def _build_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], prefi
 
 
 def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """The scaled scores ``q k^T`` in fp32 as a product and a sum over channels (one of the two sides is a few
-    prefix tokens), which inductor fuses with the pass that rotates q and k."""
-    return (q.float().unsqueeze(-2) * k.float().unsqueeze(-3)).sum(-1) * q.shape[-1] ** -0.5
+    """The scaled scores ``q k^T`` in fp32, one side a few prefix tokens: a matmul of the fp32 copies (an
+    elementwise product summed over channels would hold a ``[B, H, P, N, C]`` fp32 tensor in eager runs)."""
+    return (q.float() @ k.float().transpose(-2, -1)) * q.shape[-1] ** -0.5
 
 
 def flex_window_attention(
