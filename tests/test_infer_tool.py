@@ -214,9 +214,9 @@ def test_runner_checkpoint_runs_without_its_config(images, runner_checkpoint, tm
 def test_exported_hybrid_with_head_carries_its_config(images, runner_checkpoint, tmp_path):
     from mmengine.config import Config
 
-    from jetvit_mm.mm.checkpoint import load_local_checkpoint
     from jetvit_mm.mm.export import export_hybrid
     from jetvit_mm.mm.search_scoring import backbone_args
+    from jetvit_mm.models.checkpoint import read
     from jetvit_mm.models.checkpoint.config_text import literal_assignments
     from jetvit_mm.models.supernet import JetViTSupernet
 
@@ -224,7 +224,7 @@ def test_exported_hybrid_with_head_carries_its_config(images, runner_checkpoint,
     torch.manual_seed(3)
     supernet = JetViTSupernet(search_space=['LW', 'LW', 'LW', 'F'], **backbone_args(cfg))
     paths = export_hybrid(supernet, 'LWLF', tmp_path / 'export', str(runner_checkpoint), downstream_cfg=cfg)
-    saved = literal_assignments(load_local_checkpoint(str(paths['with_head']))['meta']['cfg'])
+    saved = literal_assignments(read(str(paths['with_head'])).raw['meta']['cfg'])
     assert saved['model']['backbone']['arch'] == 'LWLF' and saved['model']['backbone']['checkpoint'] is None
     run_tool('infer.py', SEG, paths['with_head'], images, '--out-dir', tmp_path / 'with')
     run_tool('infer.py', paths['with_head'], images, '--out-dir', tmp_path / 'without')

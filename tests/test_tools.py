@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
+from jetvit_mm.models.checkpoint import read
 
 from .conftest import HANG_GUARD_S, REPO, run_tool
 
@@ -34,7 +34,7 @@ def test_train_writes_checkpoints_and_validates(trained):
     log = proc.stdout + proc.stderr
     assert re.search(r'Iter\(train\) \[4/4\]', log)
     assert re.search(r'Iter\(val\) .*mIoU: \d', log), 'validation after training reports mIoU'
-    ckpt = load_local_checkpoint(str(work_dir / 'iter_4.pth'))
+    ckpt = read(str(work_dir / 'iter_4.pth')).raw
     assert ckpt['meta']['iter'] == 4
     assert any(k.startswith('decode_head.bn.') for k in ckpt['state_dict'])
     # the backbone's arch spec, in the state dict (what loading checks)
@@ -72,8 +72,8 @@ def test_resume_continues_from_saved_iteration(trained, tiny_cityscapes, tmp_pat
     assert 'resumed epoch: 0, iter: 4' in log
     assert re.search(r'^\s*seed: 0$', log, re.M), 'the runner starts with the resumed run\'s seed'
     assert re.search(r'Iter\(train\) \[5/6\]', log) and not re.search(r'Iter\(train\) \[[1-4]/6\]', log)
-    before = load_local_checkpoint(str(work_dir / 'iter_4.pth'))['state_dict']
-    after = load_local_checkpoint(str(resumed / 'iter_6.pth'))
+    before = read(str(work_dir / 'iter_4.pth')).raw['state_dict']
+    after = read(str(resumed / 'iter_6.pth')).raw
     assert after['meta']['iter'] == 6
     # the resumed run started from iter 4's weights and kept training the head
     assert not torch.equal(before['decode_head.conv_seg.weight'], after['state_dict']['decode_head.conv_seg.weight'])
@@ -119,7 +119,7 @@ def test_two_process_cpu_probe_training(tiny_cityscapes, tmp_path):
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert re.search(r'Iter\(val\) .*mIoU: \d', proc.stdout + proc.stderr)
-    state = load_local_checkpoint(str(tmp_path / 'iter_2.pth'))['state_dict']
+    state = read(str(tmp_path / 'iter_2.pth')).raw['state_dict']
     assert 'decode_head.bn.running_mean' in state
 
 

@@ -12,7 +12,7 @@ checkpoint of any config that imports the plugin. The runner the configs name (:
 JetViTRunner`, ``configs/_base_``) reads its checkpoints with the core's reader.
 """
 from .backbones import JetViT, JetViTSupernet
-from .checkpoint import allow_runner_checkpoint_types, check_checkpoint_fits, load_local_checkpoint
+from .checkpoint import ArchSpecHook, CheckpointDigestHook, allow_runner_checkpoint_types, check_checkpoint_fits
 from .depth import (
     AffineInvariantDepthMetric,
     CityscapesDepthDataset,
@@ -30,7 +30,7 @@ from .depth import (
 from .distiller import FeatureDistiller
 from .fsdp import FSDP2Runner, FSDP2Wrapper
 from .fsdp_checkpoint import FSDP2CheckpointHook
-from .hooks import ArchSpecHook, CheckpointDigestHook, PlainCheckpointHook, SupernetSamplerHook
+from .hooks import SupernetSamplerHook
 from .mixers import mirror_mixers
 from .necks import SimpleFeaturePyramid
 from .optim import LayerDecayOptimWrapperConstructor
@@ -45,7 +45,7 @@ __all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CheckpointDigestHook',
            'DA2KDataset', 'DA2KMetric', 'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize',
            'FSDP2CheckpointHook', 'FSDP2Runner', 'FSDP2Wrapper', 'FeatureDistiller', 'JetViT', 'JetViTRunner',
            'JetViTSearchLoop', 'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor',
-           'LinearProbeHead', 'LoadZeroShotDepth', 'PlainCheckpointHook', 'PseudoLabelDepthEstimator',
+           'LinearProbeHead', 'LoadZeroShotDepth', 'PseudoLabelDepthEstimator',
            'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid', 'SintelDepthDataset', 'SupernetSamplerHook',
-           'allow_runner_checkpoint_types', 'check_checkpoint_fits', 'load_local_checkpoint', 'mirror_mixers',
+           'allow_runner_checkpoint_types', 'check_checkpoint_fits', 'mirror_mixers',
            'registered_types']

@@ -51,10 +51,8 @@ def init_cpu_process_group(launcher: str) -> None:
     torch.distributed.init_process_group(backend='gloo', init_method='env://')
 
 
-# the checkpoint hooks a JetViTRunner adds to mmengine's default hooks (jetvit_mm/mm/hooks.py), under these names
-JETVIT_DEFAULT_HOOKS = dict(
-    plain_checkpoint=dict(type='PlainCheckpointHook'),
-    checkpoint_digest=dict(type='CheckpointDigestHook'))
+# the checkpoint hook a JetViTRunner adds to mmengine's default hooks (jetvit_mm/mm/checkpoint), under this name
+JETVIT_DEFAULT_HOOKS = dict(checkpoint_digest=dict(type='CheckpointDigestHook'))
 
 
 def local_copy(filename: str) -> str:
@@ -82,9 +80,13 @@ class JetViTRunner(CheckedDataMixin, Runner):
 
     def register_default_hooks(self, hooks: Optional[Dict[str, Any]] = None) -> None:
         """mmengine's default hooks plus this project's (:data:`JETVIT_DEFAULT_HOOKS`: the runner state as plain data,
-        the tensors' digest), merged with the config's
-        ``default_hooks`` as mmengine merges its own: a config's entry replaces one, ``None`` removes it."""
-        super().register_default_hooks({**JETVIT_DEFAULT_HOOKS, **(hooks or {})})
+        the tensors' digest), merged with the config's ``default_hooks`` as mmengine merges its own: a config's entry
+        replaces one, ``None`` removes it (``plain_checkpoint=None`` of a config written for the former second hook:
+        nothing to remove)."""
+        hooks = {**JETVIT_DEFAULT_HOOKS, **(hooks or {})}
+        if 'plain_checkpoint' in hooks and hooks['plain_checkpoint'] is None:
+            del hooks['plain_checkpoint']
+        super().register_default_hooks(hooks)
 
     def setup_env(self, env_cfg: Dict) -> None:
         if self.distributed and not torch.cuda.is_available():
