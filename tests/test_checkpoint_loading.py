@@ -47,7 +47,7 @@ def test_runner_loads_through_the_core_reader(tmp_path, monkeypatch):
     once; a scheme it cannot fetch is refused naming those it can."""
     from mmengine.runner.checkpoint import CheckpointLoader
 
-    from jetvit_mm.mm.runner import JetViTRunner
+    from jetvit_mm.mm.engine.runner import JetViTRunner
 
     schemes = dict(CheckpointLoader._schemes)
     buffer = HistoryBuffer()

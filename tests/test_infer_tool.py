@@ -114,7 +114,7 @@ def _teacher_classes(checkpoint, image_path) -> np.ndarray:
     from mmengine.config import Config
     from mmseg.apis import inference_model
 
-    from jetvit_mm.mm.infer import load_model
+    from jetvit_mm.mm.apis.infer import load_model
 
     cfg = Config.fromfile(SEG)
     cfg.model.backbone.arch = 'FFFF'
@@ -214,8 +214,8 @@ def test_runner_checkpoint_runs_without_its_config(images, runner_checkpoint, tm
 def test_exported_hybrid_with_head_carries_its_config(images, runner_checkpoint, tmp_path):
     from mmengine.config import Config
 
-    from jetvit_mm.mm.export import export_hybrid
-    from jetvit_mm.mm.search_scoring import backbone_args
+    from jetvit_mm.mm.apis.export import export_hybrid
+    from jetvit_mm.mm.search.scoring import backbone_args
     from jetvit_mm.models.checkpoint import read
     from jetvit_mm.models.checkpoint.config_text import literal_assignments
     from jetvit_mm.models.supernet import JetViTSupernet
@@ -279,7 +279,7 @@ def test_output_names_never_collide():
     """An input's outputs go under its path below the inputs' common folder; same stems keep their suffix."""
     from pathlib import Path
 
-    from jetvit_mm.mm.infer import output_stems
+    from jetvit_mm.mm.apis.infer import output_stems
 
     inputs = [Path('/d/a/x.png'), Path('/d/b/x.png'), Path('/d/a/y.png'), Path('/d/a/y.jpg'), Path('/d/a/y_png.png')]
     stems = [s.as_posix() for s in output_stems(inputs, Path('out'))]

@@ -138,8 +138,8 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
 
 def test_project_writers_add_the_digest(tmp_path):
     """Exports (tools/export_hybrid.py, tools/convert_depth_anything.py) and runner checkpoints (the save hook)."""
+    from jetvit_mm.mm.apis.export import export_hybrid
     from jetvit_mm.mm.checkpoint import CheckpointDigestHook
-    from jetvit_mm.mm.export import export_hybrid
     from jetvit_mm.models.supernet import JetViTSupernet
 
     supernet = JetViTSupernet(search_space='LW', **{k: v for k, v in TINY.items() if k != 'arch'})

@@ -184,7 +184,7 @@ def test_plugin_runs_through_distillation_search_export_and_test_tool(tiny_citys
         f'student.{k}' for k in hybrid.state_dict()}
     # a hybrid with layers of the mixer that inherits nothing: exported from the supernet (tools/export_hybrid.py's
     # function: the tool's --arch takes only the default letters) and fine-tuned
-    from jetvit_mm.mm.export import export_from_checkpoint
+    from jetvit_mm.mm.apis.export import export_from_checkpoint
     mixed = 'CPCL'
     export_from_checkpoint(Config.fromfile(seg), str(tmp_path / 'distill' / 'iter_3.pth'), mixed, tmp_path / 'mixed',
                            distill_config=str(distill))

@@ -10,7 +10,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from jetvit_mm.mm.search_scoring import backbone_args, check_metric, load_supernet
+from jetvit_mm.mm.search.scoring import backbone_args, check_metric, load_supernet
 from jetvit_mm.models import JetViT
 from jetvit_mm.models.checkpoint import read
 from jetvit_mm.models.mixers import default_mixers
@@ -228,7 +228,7 @@ def test_exported_finetune_config_builds_the_searched_model(tmp_path):
     from mmengine.registry import DefaultScope
     from mmengine.utils import import_modules_from_strings
 
-    from jetvit_mm.mm.export import export_hybrid
+    from jetvit_mm.mm.apis.export import export_hybrid
     from jetvit_mm.models.supernet import JetViTSupernet
 
     size = dict(embed_dim=32, depth=2, num_heads=2)
@@ -325,7 +325,7 @@ def test_search_refuses_a_config_whose_mixers_differ_from_the_distillation(pipel
 
 def test_distill_loss_score_uses_the_distillation_runs_objective(tmp_path):
     """--metric distill_loss scores with the loss, loss options and layers the supernet was distilled with."""
-    from jetvit_mm.mm.search_scoring import DEFAULT_DISTILL_OBJECTIVE, saved_distill_objective
+    from jetvit_mm.mm.search.scoring import DEFAULT_DISTILL_OBJECTIVE, saved_distill_objective
     cfg = ("model = dict(type='FeatureDistiller', loss='activation', loss_cfg=dict(max_tokens=64), "
            "distill_indices=(0, -1), teacher=dict(type='JetViT'))\n")
     torch.save({'state_dict': {}, 'meta': {'cfg': cfg}}, tmp_path / 'run.pth')

@@ -82,7 +82,7 @@ def test_resume_continues_from_saved_iteration(trained, tiny_cityscapes, tmp_pat
 def test_set_resume_takes_the_checkpoint_seed_when_the_config_has_none(tmp_path):
     from mmengine.config import Config
 
-    from jetvit_mm.mm.launch import set_resume
+    from jetvit_mm.mm.engine.launch import set_resume
 
     ckpt = tmp_path / 'iter_2.pth'
     torch.save({'meta': {'seed': 1234, 'iter': 2}, 'state_dict': {'w': torch.zeros(2)}}, ckpt)
@@ -154,7 +154,7 @@ def test_run_main_leaves_without_finalizing_only_after_a_torn_down_group(tmp_pat
     it); a run without a group and a failing run end as usual."""
     import atexit
 
-    from jetvit_mm.mm.launch import process_group_teardown, run_main
+    from jetvit_mm.mm.engine.launch import process_group_teardown, run_main
 
     left, handled = [], []
     monkeypatch.setattr(atexit, '_run_exitfuncs', lambda: handled.append(True))
@@ -186,7 +186,7 @@ def test_what_the_run_left_unreachable_is_freed_before_the_process_group_goes(tm
     import gc
     import weakref
 
-    from jetvit_mm.mm.launch import process_group_teardown
+    from jetvit_mm.mm.engine.launch import process_group_teardown
 
     class Model:
         pass
@@ -214,7 +214,7 @@ def test_what_the_run_left_unreachable_is_freed_before_the_process_group_goes(tm
 @pytest.mark.parametrize('fails', [False, True], ids=['success', 'error'])
 def test_process_group_is_torn_down_on_success_and_on_error(tmp_path, fails):
     """What tools/train.py and tools/test.py run in: the process group they (or mmengine) started ends with them."""
-    from jetvit_mm.mm.launch import process_group_teardown
+    from jetvit_mm.mm.engine.launch import process_group_teardown
 
     torch.distributed.init_process_group('gloo', init_method=f'file://{tmp_path / "rendezvous"}', rank=0,
                                          world_size=1)

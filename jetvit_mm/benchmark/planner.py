@@ -8,9 +8,9 @@ Pure core (torch and jetvit_mm.models only). The caller builds the distiller (fr
 What is counted, and the assumptions (bytes per GPU, ``W`` = world size, ``P_t`` trainable and ``P_f`` frozen
 parameters, ``U`` the largest FSDP2 unit, ``b`` the bytes of the compute dtype):
 
-- **FSDP2** (``fsdp=True``; :mod:`jetvit_mm.mm.fsdp`: one unit per transformer block of student and teacher, the rest
-  in the root unit). Parameters: the fp32 shards ``4 (P_t + P_f) / W`` plus the gathered working set in the compute
-  dtype, ``b x (2 U + root)`` (the unit running and the one FSDP2 prefetches; the root unit stays gathered).
+- **FSDP2** (``fsdp=True``; :mod:`jetvit_mm.mm.engine.fsdp`: one unit per transformer block of student and teacher,
+  the rest in the root unit). Parameters: the fp32 shards ``4 (P_t + P_f) / W`` plus the gathered working set in the
+  compute dtype, ``b x (2 U + root)`` (the unit running and the one FSDP2 prefetches; the root unit stays gathered).
   Gradients: fp32 shards ``4 P_t / W`` plus one unit's unsharded gradient before its reduce-scatter,
   ``(b + 4) U`` (compute dtype and its fp32 copy for the fp32 reduction). AdamW: ``8 P_t / W`` (exp_avg and
   exp_avg_sq, fp32, sharded).

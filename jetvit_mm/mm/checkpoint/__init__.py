@@ -29,7 +29,7 @@ from jetvit_mm.models.checkpoint import read, strip_wrapper_prefix
 from jetvit_mm.models.checkpoint.config_text import literal_assignments, literal_text
 from jetvit_mm.models.checkpoint.integrity import with_digest
 
-from .registry import HOOKS
+from ..registry import HOOKS
 
 __all__ = ['ArchSpecHook', 'CheckpointDigestHook', 'allow_runner_checkpoint_types', 'check_checkpoint_fits',
            'check_fits', 'config_of_checkpoint', 'export_config_text', 'load_weights', 'plain_message_hub',

@@ -4,14 +4,15 @@ tools build the same one from the config alone.
 
 It is mmengine's :class:`~mmengine.runner.Runner` with:
 
-- the datasets, dataloaders and evaluators built with bad input named (:class:`~jetvit_mm.mm.data_checks.
-  CheckedDataMixin`);
+- the datasets, dataloaders and evaluators built with bad input named
+  (:class:`~jetvit_mm.mm.datasets.data_checks.CheckedDataMixin`);
 - distributed training without a GPU (``--launcher pytorch`` / ``slurm`` on CPU: a gloo process group, DDP without
   device ids), where mmengine's ``init_dist`` assumes CUDA;
 - ``load_from`` and resumed checkpoints read by the core's :func:`~jetvit_mm.models.checkpoint.read` (weights-only
   with the runner's data types allowed, checked, their config text never run), not by mmengine's loader.
 
-:class:`~jetvit_mm.mm.fsdp.FSDP2Runner` (``runner_type = 'FSDP2Runner'``, for an ``FSDP2Wrapper`` model) builds on it.
+:class:`~jetvit_mm.mm.engine.fsdp.FSDP2Runner` (``runner_type = 'FSDP2Runner'``, for an ``FSDP2Wrapper`` model)
+builds on it.
 """
 import os
 import re
@@ -29,8 +30,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from jetvit_mm.models.checkpoint import read
 
-from .checkpoint import allow_runner_checkpoint_types
-from .data_checks import CheckedDataMixin
+from ..checkpoint import allow_runner_checkpoint_types
+from ..datasets.data_checks import CheckedDataMixin
 
 __all__ = ['JetViTRunner', 'init_cpu_process_group']
 

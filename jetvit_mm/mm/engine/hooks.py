@@ -11,7 +11,7 @@ from mmengine.model import is_model_wrapper
 from jetvit_mm.models.supernet import JetViTSupernet
 from jetvit_mm.search import SupernetSampler
 
-from .registry import HOOKS
+from ..registry import HOOKS
 
 
 def find_supernet(model) -> JetViTSupernet:
