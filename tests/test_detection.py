@@ -13,6 +13,7 @@ from mmengine.registry import DefaultScope
 from mmengine.utils import import_modules_from_strings
 from torch import nn
 
+import jetvit_mm.mm  # noqa: F401  (registers the types the configs name)
 from jetvit_mm.models.checkpoint import read
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.necks import SimpleFeaturePyramid
