@@ -2,12 +2,12 @@
 tables the kernels keep, emptied by :func:`reset_caches` (tests; a kernel's code changed at run time). Kept and never
 reset, as facts of the process or costly to rebuild: ``kernels/availability.py`` (Triton, a C++ compiler),
 ``kernels/compiled.py`` (each core's torch.compile), ``kernels/linear_triton.py`` (the Triton modules of the
-interpreter mode), ``mm/fsdp_checkpoint.py`` (the DCP metadata allow-list). Pure Python, no torch, no OpenMMLab."""
+interpreter mode), ``mm/checkpoint/fsdp.py`` (the DCP metadata allow-list). Pure Python, no torch, no OpenMMLab."""
 import sys
 
 SWITCHES = dict(
     fixed_grid=False,  # an export at one input shape: W keeps its windows (models/tracing.py:fixed_grid_export)
-    group_torn_down=False,  # a process group was destroyed here: the tool leaves early (mm/launch.py:run_main)
+    group_torn_down=False,  # a process group was destroyed here: the tool leaves early (mm/engine/launch.py:run_main)
 )
 CACHES = (('jetvit_mm.models.mixers.kernels.selfcheck', 'VERDICTS'),  # (kernel, device, dtype) -> it agreed
           ('jetvit_mm.models.mixers.kernels.window_flex', '_CACHE'),  # block masks, query orders

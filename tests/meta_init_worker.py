@@ -17,7 +17,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 
 import jetvit_mm.mm  # noqa: F401  (registrations)
 from jetvit_mm.benchmark.memory import _reset_peak_rss, _status_bytes
-from jetvit_mm.mm.distiller import build_on_meta
+from jetvit_mm.mm.models.distiller import build_on_meta
 from jetvit_mm.mm.registry import MODELS
 from jetvit_mm.models.mixers import default_mixers
 

@@ -119,7 +119,7 @@ def test_every_tool_refuses_a_bad_argument_before_any_work(tool, argv, message, 
 def test_test_tool_creates_a_missing_out_folder(files):
     """--out into a missing folder is accepted (it is created, the metrics written atomically); the old failure
     came only after the whole evaluation."""
-    from jetvit_mm.mm.launch import write_metrics
+    from jetvit_mm.mm.engine.launch import write_metrics
     args = load_tool('test').parse_args([files['cfg'], files['ckpt'], '--out', str(files['tmp'] / 'new' / 'm.json')])
     write_metrics({'mIoU': torch.tensor(12.5)}, args.out)
     assert json.loads(Path(args.out).read_text()) == {'mIoU': 12.5}
@@ -137,7 +137,7 @@ def test_argument_types_name_the_valid_range():
 
 # ------------------------------------------------------------------ data formats
 def test_empty_dataset_is_named_with_where_it_looked(tmp_path):
-    from jetvit_mm.mm.data_checks import DataInputError, build_checked_dataset
+    from jetvit_mm.mm.datasets.data_checks import DataInputError, build_checked_dataset
     cfg = Config.fromfile(str(PROBE)).val_dataloader.dataset
     cfg.data_root = str(tmp_path)
     with DefaultScope.overwrite_default_scope('mmseg'):
@@ -154,8 +154,8 @@ def test_empty_dataset_is_named_with_where_it_looked(tmp_path):
 def test_empty_dataset_through_the_train_tool(tmp_path):
     """The runner the tools build refuses it when it builds the dataloader: before the first iteration (mmengine:
     'need at least one array to concatenate')."""
-    from jetvit_mm.mm.data_checks import DataInputError
-    from jetvit_mm.mm.launch import build_runner
+    from jetvit_mm.mm.datasets.data_checks import DataInputError
+    from jetvit_mm.mm.engine.launch import build_runner
     cfg = Config.fromfile(str(PROBE))
     (tmp_path / 'leftImg8bit' / 'train').mkdir(parents=True)
     (tmp_path / 'gtFine' / 'train').mkdir(parents=True)
@@ -179,7 +179,7 @@ def coco(tmp_path):
 
 
 def test_coco_annotations_truncated_or_keyless_are_named(coco):
-    from jetvit_mm.mm.data_checks import DataInputError, build_checked_dataset, build_checked_evaluator
+    from jetvit_mm.mm.datasets.data_checks import DataInputError, build_checked_dataset, build_checked_evaluator
     with DefaultScope.overwrite_default_scope('mmdet'):
         for name, pattern in (('truncated', 'is not valid JSON'), ('keyless', r'lacks the key(\(s\))? ')):
             ann = str(coco[name])
@@ -249,7 +249,7 @@ def test_empty_batch_is_named():
                                                                        "file")],
                          ids=['empty', 'binary', 'dangling'])
 def test_damaged_last_checkpoint_is_named(tmp_path, content, pattern):
-    from jetvit_mm.mm.launch import latest_checkpoint, set_resume
+    from jetvit_mm.mm.engine.launch import latest_checkpoint, set_resume
     (tmp_path / 'last_checkpoint').write_bytes(content)
     with pytest.raises((ValueError, FileNotFoundError), match=rf'last_checkpoint .*{pattern}'):
         latest_checkpoint(str(tmp_path))
@@ -280,8 +280,8 @@ def test_legacy_checkpoints_pass_the_test_and_search_tools_checks(tmp_path):
     """tools/test.py (check_checkpoint_fits, set_resume's seed) and tools/search.py (the saved distill objective,
     the content fingerprint) read a checkpoint's meta mapped: a legacy file is read whole instead of being refused."""
     from jetvit_mm.mm.checkpoint import check_checkpoint_fits
-    from jetvit_mm.mm.search_identity import state_fingerprint
-    from jetvit_mm.mm.search_scoring import build_downstream_model, saved_distill_objective
+    from jetvit_mm.mm.search.identity import state_fingerprint
+    from jetvit_mm.mm.search.scoring import build_downstream_model, saved_distill_objective
     cfg = Config.fromfile(str(PROBE))
     model = build_downstream_model(cfg)
     path = tmp_path / 'legacy.pth'
@@ -306,7 +306,7 @@ def test_search_reads_a_given_latency_table_before_any_work(files):
 def test_search_refuses_an_empty_val_set_naming_it_before_any_work(files):
     """mmengine would fail on 'need at least one array to concatenate', naming nothing; the search refuses the val
     set with its dataset, data root and where it looked, before any checkpoint is scored or a state file written."""
-    from jetvit_mm.mm.data_checks import DataInputError
+    from jetvit_mm.mm.datasets.data_checks import DataInputError
     root = files['tmp'] / 'empty_cityscapes'
     (root / 'leftImg8bit' / 'val').mkdir(parents=True)
     (root / 'gtFine' / 'val').mkdir(parents=True)
@@ -448,7 +448,7 @@ def test_dataset_names_an_image_too_large_or_too_thin(bad_images, tmp_path):
     smallest ratio 0.75)."""
     import shutil
 
-    from jetvit_mm.mm.data_checks import build_checked_dataset
+    from jetvit_mm.mm.datasets.data_checks import build_checked_dataset
 
     from .fixtures.datasets import make_cityscapes
     root = make_cityscapes(tmp_path / 'cityscapes', splits={'train': 2, 'val': 2}, size=(64, 128), seed=0)
@@ -551,7 +551,7 @@ def test_a_typo_in_a_top_level_cfg_option_is_refused_naming_a_close_key(tool, ar
 def test_cfg_options_may_add_runtime_keys_and_nested_keys():
     """A top-level key the runner reads although the config lacks it (randomness, env_cfg, ...) and a new key below
     the top level (a model argument) are accepted; an unknown top-level key without a close match names the keys."""
-    from jetvit_mm.mm.launch import read_config
+    from jetvit_mm.mm.engine.launch import read_config
     cfg = read_config(str(PROBE), {'randomness.seed': 3, 'experiment_name': 'x', 'model.backbone.drop_path_rate': 0.1})
     assert cfg.randomness.seed == 3 and cfg.experiment_name == 'x' and cfg.model.backbone.drop_path_rate == 0.1
     with pytest.raises(ValueError, match=r"no top-level key 'zzz'.* the config's keys: .*model"):

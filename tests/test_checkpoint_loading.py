@@ -6,8 +6,9 @@ import pytest
 import torch
 from mmengine.logging import HistoryBuffer
 
-from jetvit_mm.mm import load_local_checkpoint
+import jetvit_mm.mm  # noqa: F401  (the runner checkpoint's data types allowed)
 from jetvit_mm.models.arch import SPEC_KEY
+from jetvit_mm.models.checkpoint import read
 
 
 class _Exploit:
@@ -25,7 +26,7 @@ def test_history_buffer_round_trip(tmp_path):
     for value in (1.0, 3.0):
         buffer.update(value)
     torch.save({'message_hub': {'loss': buffer}, 'w': torch.ones(2)}, tmp_path / 'ckpt.pth')
-    loaded = load_local_checkpoint(str(tmp_path / 'ckpt.pth'))  # the runner loader accepts it ...
+    loaded = read(str(tmp_path / 'ckpt.pth')).raw  # the core's read accepts it ...
     assert loaded['message_hub']['loss'].mean() == 2.0 and torch.equal(loaded['w'], torch.ones(2))
     # ... and, the plugin imported, torch's own weights-only load (what mmengine's loader calls)
     assert torch.load(tmp_path / 'ckpt.pth', weights_only=True)['message_hub']['loss'].mean() == 2.0
@@ -36,7 +37,7 @@ def test_arbitrary_globals_still_refused(tmp_path, payload):
     path = tmp_path / 'evil.pth'
     torch.save({'x': payload}, path)
     with pytest.raises((pickle.UnpicklingError, RuntimeError)):
-        load_local_checkpoint(str(path))
+        read(str(path))
 
 
 def test_runner_loads_through_the_core_reader(tmp_path, monkeypatch):
@@ -46,7 +47,7 @@ def test_runner_loads_through_the_core_reader(tmp_path, monkeypatch):
     once; a scheme it cannot fetch is refused naming those it can."""
     from mmengine.runner.checkpoint import CheckpointLoader
 
-    from jetvit_mm.mm.runner import JetViTRunner
+    from jetvit_mm.mm.engine.runner import JetViTRunner
 
     schemes = dict(CheckpointLoader._schemes)
     buffer = HistoryBuffer()
@@ -80,25 +81,38 @@ def pickled_globals(path) -> list:
 
 
 def test_runner_state_is_saved_as_plain_data_and_restored(tmp_path):
-    """PlainCheckpointHook's conversion: the message hub (HistoryBuffers, a numpy ETA) saved so that a plain
-    weights-only ``torch.load`` reads it, and restored to the same statistics for mmengine's MessageHub."""
+    """The checkpoint hook's conversion: the message hub (HistoryBuffers, a numpy ETA) saved so that a plain
+    weights-only ``torch.load`` reads it, and restored to the same statistics for mmengine's MessageHub. An old
+    config declares the hook twice (``PlainCheckpointHook``, its former half, beside ``CheckpointDigestHook``): the
+    second run changes nothing."""
+    import copy
+
     import numpy as np
     from mmengine.logging import MessageHub
+    from mmengine.registry import HOOKS
 
-    from jetvit_mm.mm.hooks import PlainCheckpointHook
+    from jetvit_mm.mm.checkpoint import CheckpointDigestHook
+    from jetvit_mm.models.checkpoint.integrity import DIGEST_META_KEY, tensor_digest
 
+    old, new = HOOKS.build(dict(type='PlainCheckpointHook')), HOOKS.build(dict(type='CheckpointDigestHook'))
+    assert type(old) is type(new) is CheckpointDigestHook and new.priority == 'LOWEST'
     hub = MessageHub.get_instance('plain_state_test')
     for i in range(3):
         hub.update_scalar('train/loss', float(i) / 3, count=2)
     hub.update_info('eta', np.float64(1.5))
-    checkpoint = {'message_hub': hub.state_dict()}
+    checkpoint = {'message_hub': hub.state_dict(), 'state_dict': {'w': torch.ones(2)}}
     torch.save(checkpoint, tmp_path / 'raw.pth')
     assert any('HistoryBuffer' in name for name in pickled_globals(tmp_path / 'raw.pth'))
-    PlainCheckpointHook().before_save_checkpoint(None, checkpoint)
+    old.before_save_checkpoint(None, checkpoint)
+    once = copy.deepcopy(checkpoint)
+    new.before_save_checkpoint(None, checkpoint)
+    assert checkpoint['message_hub'] == once['message_hub'] and checkpoint['meta'] == once['meta']
+    assert checkpoint['meta'][DIGEST_META_KEY] == tensor_digest(checkpoint)
     torch.save(checkpoint, tmp_path / 'plain.pth')
     assert not any(name.startswith(('mmengine', 'numpy')) for name in pickled_globals(tmp_path / 'plain.pth'))
     loaded = torch.load(tmp_path / 'plain.pth', weights_only=True)
-    PlainCheckpointHook().after_load_checkpoint(None, loaded)
+    for hook in (old, new):
+        hook.after_load_checkpoint(None, loaded)
     restored = MessageHub.get_instance('plain_state_restored')
     restored.load_state_dict(loaded['message_hub'])
     before, after = hub.get_scalar('train/loss'), restored.get_scalar('train/loss')
@@ -109,7 +123,7 @@ def test_runner_state_is_saved_as_plain_data_and_restored(tmp_path):
 
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match='nope.pth'):
-        load_local_checkpoint(str(tmp_path / 'nope.pth'))
+        read(str(tmp_path / 'nope.pth'))
 
 
 @pytest.mark.parametrize('payload', [_Exploit(), _AttributeGrab()], ids=['os.system', 'getattr'])
@@ -188,12 +202,10 @@ def test_supernet_lists_layers_it_lacks(tmp_path):
 
 def test_unreadable_file_is_named_with_the_reason(tmp_path):
     """A truncated checkpoint or a text file named .pth: an error naming the file, not torch's internals."""
-    from jetvit_mm.models.checkpoint import read as read_file
     good = tmp_path / 'good.pth'
     torch.save({'state_dict': {'w': torch.zeros(4096)}}, good)
     (tmp_path / 'truncated.pth').write_bytes(good.read_bytes()[:2000])
     (tmp_path / 'text.pth').write_text('not a checkpoint')
     for name in ('truncated.pth', 'text.pth'):
-        for read in (load_local_checkpoint, read_file):
-            with pytest.raises(ValueError, match=f'{name} is not a readable torch checkpoint'):
-                read(str(tmp_path / name))
+        with pytest.raises(ValueError, match=f'{name} is not a readable torch checkpoint'):
+            read(str(tmp_path / name))

@@ -277,7 +277,6 @@ def test_dcp_metadata_payload_never_runs_on_a_plain_load(tmp_path):
     shell command on a plain load of the .pth that points at the directory."""
     from mmengine.runner import load_checkpoint
 
-    from jetvit_mm.mm import load_local_checkpoint
     from jetvit_mm.models.checkpoint import UnsafeCheckpointError, read
 
     markers = tmp_path / 'markers'
@@ -287,11 +286,10 @@ def test_dcp_metadata_payload_never_runs_on_a_plain_load(tmp_path):
     (tmp_path / 'iter_2.dcp' / '.metadata').write_bytes(dotted_global_payload(markers / 'metadata_ran'))
     refused = (r'iter_2\.dcp/\.metadata: refused the Python global '
                r'torch\.distributed\.checkpoint\.filesystem\.os\.system')
-    for load in (lambda: load_local_checkpoint(str(path)), lambda: read(path)):  # read: what JetViTRunner loads with
-        with pytest.raises(Exception) as failed:
-            load()
-        assert_no_marker(markers)
-        assert failed.type is UnsafeCheckpointError and re.search(refused, str(failed.value)), failed.value
+    with pytest.raises(Exception) as failed:
+        read(path)  # what JetViTRunner loads with
+    assert_no_marker(markers)
+    assert failed.type is UnsafeCheckpointError and re.search(refused, str(failed.value)), failed.value
     # mmengine's own loader, untouched by the plugin's import, never follows the .pth into the .dcp directory
     try:
         load_checkpoint(torch.nn.Linear(1, 1), str(path))
@@ -315,11 +313,11 @@ def test_dcp_metadata_payload_never_runs_through_the_search_tool(tiny_cityscapes
 
 def test_truncated_dcp_files_are_named(tmp_path):
     """A truncated shard or .metadata failed with DCP's internal error, naming no file."""
-    from jetvit_mm.mm import load_local_checkpoint
+    from jetvit_mm.models.checkpoint import read
 
     path = tmp_path / 'iter_2.pth'
     weights = write_sharded(path)
-    loaded = load_local_checkpoint(str(path))['state_dict']
+    loaded = read(str(path)).raw['state_dict']
     assert loaded.keys() == weights.keys() and all(torch.equal(loaded[k], v) for k, v in weights.items())
     directory = tmp_path / 'iter_2.dcp'
     shard = next(directory.glob('*.distcp'))
@@ -327,11 +325,11 @@ def test_truncated_dcp_files_are_named(tmp_path):
     shard.write_bytes(shard_bytes[:len(shard_bytes) // 2])
     with pytest.raises(ValueError, match=rf'{re.escape(str(shard))} \(a shard of the sharded checkpoint .*\) cannot '
                                          r'be read \(truncated or damaged'):
-        load_local_checkpoint(str(path))
+        read(str(path))
     shard.write_bytes(shard_bytes)
     (directory / '.metadata').write_bytes(metadata_bytes[:len(metadata_bytes) // 2])
     with pytest.raises(ValueError, match=r'iter_2\.dcp/\.metadata is not a readable DCP metadata file \(truncated'):
-        load_local_checkpoint(str(path))
+        read(str(path))
 
 
 @pytest.fixture(scope='module')
@@ -355,27 +353,25 @@ def copy_sharded(run: Path, iteration: int, dst: Path) -> Path:
 def test_shards_are_covered_by_digests_in_the_pth(sharded_run, tmp_path):
     """A bit-rotted .distcp shard, or another checkpoint's .dcp directory beside the .pth, loaded silently with other
     weights."""
-    from jetvit_mm.mm import load_local_checkpoint
     from jetvit_mm.models.checkpoint import DamagedCheckpointError, read
 
     run = sharded_run['run']
-    intact = load_local_checkpoint(str(run / 'iter_2.pth'))['state_dict']
+    intact = read(str(run / 'iter_2.pth')).raw['state_dict']
     path = copy_sharded(run, 2, tmp_path / 'rot')
     shard = sorted((tmp_path / 'rot' / 'iter_2.dcp').glob('*.distcp'))[1]
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0x01
     shard.write_bytes(bytes(data))
-    for load in (lambda: load_local_checkpoint(str(path)), lambda: read(path)):
-        with pytest.raises(DamagedCheckpointError, match=rf'{re.escape(str(shard))} does not match the digest'):
-            load()
+    with pytest.raises(DamagedCheckpointError, match=rf'{re.escape(str(shard))} does not match the digest'):
+        read(path)
     path = copy_sharded(run, 2, tmp_path / 'foreign')
     shutil.rmtree(tmp_path / 'foreign' / 'iter_2.dcp')
     shutil.copytree(run / 'iter_1.dcp', tmp_path / 'foreign' / 'iter_2.dcp')  # another checkpoint's directory
     with pytest.raises(DamagedCheckpointError, match=r'foreign/iter_2\.dcp/\S+ does not match the digest'):
-        load_local_checkpoint(str(path))
+        read(str(path))
     digests = _load_raw(run / 'iter_2.pth')['meta']['fsdp2_sharded_digests']  # every file, .metadata included
     assert sorted(digests) == sorted(p.name for p in (run / 'iter_2.dcp').iterdir())
-    assert intact.keys() == load_local_checkpoint(str(run / 'iter_2.pth'))['state_dict'].keys()
+    assert intact.keys() == read(str(run / 'iter_2.pth')).raw['state_dict'].keys()
 
 
 def resign_shards(pth: Path) -> None:

@@ -16,7 +16,7 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 import jetvit_mm.mm  # noqa: F401  (registers LinearProbeHead's loss for mmseg)
-from jetvit_mm.mm.seg_heads import LinearProbeHead
+from jetvit_mm.mm.models.seg_heads import LinearProbeHead
 from jetvit_mm.models import JetViT
 from jetvit_mm.models.depth_anything import JetViTDepthAnything
 from jetvit_mm.models.mixers import default_mixers

@@ -169,7 +169,7 @@ def test_demo_configs_chain(tmp_path):
     """Teacher, probe and distillation configs share one backbone; the export's fine-tune config of the demo's
     distillation config builds a fixed-arch student from the exported weights; the inheritance configs differ
     only in what the student inherits."""
-    from jetvit_mm.mm.export import export_hybrid
+    from jetvit_mm.mm.apis.export import export_hybrid
     from jetvit_mm.models.supernet import JetViTSupernet
 
     configs = (paths.TEACHER_CFG, paths.PROBE_CFG, paths.DISTILL_CFG, paths.FIXED_CFG)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from jetvit_mm.mm.export import export_hybrid
+from jetvit_mm.mm.apis.export import export_hybrid
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet
 

@@ -1,7 +1,7 @@
 """Checkpoints that jetvit_mm's tools write load in the frameworks' own clients with no extra call, only the
 config's ``custom_imports``: mmseg's ``init_model`` + ``inference_model`` and ``MMSegInferencer``, mmdet's
 ``init_detector`` + ``inference_detector`` and ``DetInferencer`` (with mmengine's own loader: the files are plain
-data, see ``PlainCheckpointHook``), and mmseg's and mmdet's own ``tools/test.py`` (the scripts their packages ship,
+data, see ``CheckpointDigestHook``), and mmseg's and mmdet's own ``tools/test.py`` (the scripts their packages ship,
 run as a user runs them, through the runner the config names). Unsafe pickles stay refused there, their payload
 never runs; the frameworks' clients refuse them with torch's weights-only error, the tools with jetvit_mm's, which
 names what to do."""
@@ -53,9 +53,9 @@ def trained(tiny_cityscapes, tmp_path_factory) -> dict:
 
 
 def _saved_state(path: Path) -> dict:
-    from jetvit_mm.mm.checkpoint import load_local_checkpoint
+    from jetvit_mm.models.checkpoint import read
 
-    return load_local_checkpoint(str(path), map_location='cpu')['state_dict']
+    return read(str(path)).raw['state_dict']
 
 
 def assert_loaded(model: torch.nn.Module, path: Path) -> None:

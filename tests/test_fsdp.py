@@ -98,6 +98,6 @@ def test_fsdp2_bf16_params_distillation_loss_is_fp32(fsdp_results):
 
 
 def test_fsdp2_wrapper_needs_a_process_group():
-    from jetvit_mm.mm.fsdp import FSDP2Wrapper
+    from jetvit_mm.mm.engine.fsdp import FSDP2Wrapper
     with pytest.raises(RuntimeError, match='process group'):
         FSDP2Wrapper(fsdp_worker.build())

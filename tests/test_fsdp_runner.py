@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.mm.checkpoint import check_checkpoint_fits
-from jetvit_mm.models.checkpoint import strip_prefix
+from jetvit_mm.models.checkpoint import read, strip_prefix
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet
 
@@ -54,7 +53,7 @@ def sharded_run(tiny_cityscapes, teacher, tmp_path_factory) -> Path:
 
 
 def weights(path: Path) -> dict:
-    return load_local_checkpoint(str(path), map_location='cpu')['state_dict']
+    return read(str(path)).raw['state_dict']
 
 
 def test_sharded_checkpoints_are_dcp_directories_that_load_in_one_process(sharded_run):

@@ -114,7 +114,7 @@ def _teacher_classes(checkpoint, image_path) -> np.ndarray:
     from mmengine.config import Config
     from mmseg.apis import inference_model
 
-    from jetvit_mm.mm.infer import load_model
+    from jetvit_mm.mm.apis.infer import load_model
 
     cfg = Config.fromfile(SEG)
     cfg.model.backbone.arch = 'FFFF'
@@ -214,9 +214,9 @@ def test_runner_checkpoint_runs_without_its_config(images, runner_checkpoint, tm
 def test_exported_hybrid_with_head_carries_its_config(images, runner_checkpoint, tmp_path):
     from mmengine.config import Config
 
-    from jetvit_mm.mm.checkpoint import load_local_checkpoint
-    from jetvit_mm.mm.export import export_hybrid
-    from jetvit_mm.mm.search_scoring import backbone_args
+    from jetvit_mm.mm.apis.export import export_hybrid
+    from jetvit_mm.mm.search.scoring import backbone_args
+    from jetvit_mm.models.checkpoint import read
     from jetvit_mm.models.checkpoint.config_text import literal_assignments
     from jetvit_mm.models.supernet import JetViTSupernet
 
@@ -224,7 +224,7 @@ def test_exported_hybrid_with_head_carries_its_config(images, runner_checkpoint,
     torch.manual_seed(3)
     supernet = JetViTSupernet(search_space=['LW', 'LW', 'LW', 'F'], **backbone_args(cfg))
     paths = export_hybrid(supernet, 'LWLF', tmp_path / 'export', str(runner_checkpoint), downstream_cfg=cfg)
-    saved = literal_assignments(load_local_checkpoint(str(paths['with_head']))['meta']['cfg'])
+    saved = literal_assignments(read(str(paths['with_head'])).raw['meta']['cfg'])
     assert saved['model']['backbone']['arch'] == 'LWLF' and saved['model']['backbone']['checkpoint'] is None
     run_tool('infer.py', SEG, paths['with_head'], images, '--out-dir', tmp_path / 'with')
     run_tool('infer.py', paths['with_head'], images, '--out-dir', tmp_path / 'without')
@@ -279,7 +279,7 @@ def test_output_names_never_collide():
     """An input's outputs go under its path below the inputs' common folder; same stems keep their suffix."""
     from pathlib import Path
 
-    from jetvit_mm.mm.infer import output_stems
+    from jetvit_mm.mm.apis.infer import output_stems
 
     inputs = [Path('/d/a/x.png'), Path('/d/b/x.png'), Path('/d/a/y.png'), Path('/d/a/y.jpg'), Path('/d/a/y_png.png')]
     stems = [s.as_posix() for s in output_stems(inputs, Path('out'))]

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from jetvit_mm.jsonio import atomic_write
-from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.models import JetViT
 from jetvit_mm.models.checkpoint import DamagedCheckpointError, read, save, tensor_digest
 from jetvit_mm.models.checkpoint.integrity import DIGEST_META_KEY
@@ -52,17 +51,16 @@ def test_zeroed_bytes_inside_a_tensor_record_are_refused_and_named(tmp_path):
     path = tmp_path / 'damaged.pth'
     backbone_checkpoint(path, digest=False)  # no digest: the zip CRC alone catches it
     zero_bytes(path, record_data_offset(path, '/data/0') + 16)
-    for load in (lambda: JetViT(**TINY, checkpoint=path), lambda: load_local_checkpoint(str(path)),
-                 lambda: read(path).state):
+    for load in (lambda: JetViT(**TINY, checkpoint=path), lambda: read(path)):
         with pytest.raises(DamagedCheckpointError, match=r'damaged\.pth is damaged: its record .*data/0 fails'):
             load()
     # torch's own reader does not notice; a mapped read (for the meta only, tensors not read) checks the pickle's
     # record only, the full load that follows it in every tool checks the rest
     torch.load(path, weights_only=True)
-    load_local_checkpoint(str(path), mmap=True)
+    read(str(path), mmap=True)
     zero_bytes(path, record_data_offset(path, '/data.pkl') + 8, count=8)
     with pytest.raises(DamagedCheckpointError, match=r'data\.pkl fails the zip check'):
-        load_local_checkpoint(str(path), mmap=True)
+        read(str(path), mmap=True)
 
 
 def test_digest_catches_what_no_crc_covers(tmp_path):
@@ -77,7 +75,7 @@ def test_digest_catches_what_no_crc_covers(tmp_path):
     assert start > 0, 'the weight\'s bytes lie in the file as they are'
     data[start + 64:start + 128] = bytes(b ^ 0xFF for b in data[start + 64:start + 128])
     path.write_bytes(bytes(data))
-    for load in (lambda: JetViT(**TINY, checkpoint=path), lambda: load_local_checkpoint(str(path))):
+    for load in (lambda: JetViT(**TINY, checkpoint=path), lambda: read(path)):
         with pytest.raises(DamagedCheckpointError, match=r'legacy\.pth is damaged: its tensors do not match'):
             load()
 
@@ -111,7 +109,7 @@ def test_truncated_zip_is_refused_and_named(tmp_path):
     backbone_checkpoint(path)
     path.write_bytes(path.read_bytes()[:-300])
     with pytest.raises(ValueError, match='cut.pth is not a readable torch checkpoint'):
-        load_local_checkpoint(str(path))
+        read(str(path))
 
 
 def test_legacy_files_load_everywhere_including_mapped_reads(tmp_path):
@@ -119,7 +117,7 @@ def test_legacy_files_load_everywhere_including_mapped_reads(tmp_path):
     tools/search.py make of a checkpoint's meta falls back to a full read (torch maps only zip files)."""
     path = tmp_path / 'legacy.pth'
     model = backbone_checkpoint(path, legacy=True, digest=False)
-    loaded = load_local_checkpoint(str(path), mmap=True)
+    loaded = read(str(path), mmap=True).raw
     assert torch.equal(loaded['state_dict']['blocks.0.attn.qkv.weight'], model.state_dict()['blocks.0.attn.qkv.weight'])
     JetViT(**TINY, checkpoint=path)
 
@@ -140,8 +138,8 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
 
 def test_project_writers_add_the_digest(tmp_path):
     """Exports (tools/export_hybrid.py, tools/convert_depth_anything.py) and runner checkpoints (the save hook)."""
-    from jetvit_mm.mm.export import export_hybrid
-    from jetvit_mm.mm.hooks import CheckpointDigestHook
+    from jetvit_mm.mm.apis.export import export_hybrid
+    from jetvit_mm.mm.checkpoint import CheckpointDigestHook
     from jetvit_mm.models.supernet import JetViTSupernet
 
     supernet = JetViTSupernet(search_space='LW', **{k: v for k, v in TINY.items() if k != 'arch'})

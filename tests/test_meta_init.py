@@ -20,7 +20,7 @@ import torch
 from jetvit_mm.benchmark.memory import MMAP_THRESHOLD
 from jetvit_mm.benchmark.planner import build_load_bytes, count_params
 from jetvit_mm.distill.fsdp2 import shard_units
-from jetvit_mm.mm.distiller import build_on_meta
+from jetvit_mm.mm.models.distiller import build_on_meta
 from jetvit_mm.models.jetvit import JetViT
 from tests import meta_init_worker
 

@@ -56,7 +56,7 @@ def test_every_mixer_letter_exports_with_a_dynamic_batch_and_grid(model_name, tm
 @pytest.mark.parametrize('config', ['seg_linear_probe_tiny_cityscapes.py', 'depth_eval_tiny_nyu.py',
                                     'det_mask_rcnn_tiny_coco.py'])
 def test_heads_export_with_the_backbone(config, tmp_path):
-    from jetvit_mm.mm.onnx_model import build_export_module
+    from jetvit_mm.mm.apis.onnx_model import build_export_module
 
     module, patch = build_export_module(str(REPO / 'tests' / 'configs' / config), None, 'model')
     perturbed(module)

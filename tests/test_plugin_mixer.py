@@ -131,9 +131,9 @@ def test_plugin_runs_through_distillation_search_export_and_test_tool(tiny_citys
 
     from mmengine.config import Config
 
-    from jetvit_mm.mm import load_local_checkpoint
     from jetvit_mm.models import JetViT
     from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
+    from jetvit_mm.models.checkpoint import read
 
     from .conftest import run_tool
     from .test_supernet import make_teacher_checkpoint
@@ -147,7 +147,7 @@ def test_plugin_runs_through_distillation_search_export_and_test_tool(tiny_citys
     run_tool('train.py', distill, '--work-dir', tmp_path / 'distill', '--cfg-options', data[0],
              f'model.teacher.checkpoint={teacher}', 'train_cfg.max_iters=3', 'default_hooks.checkpoint.interval=3',
              env=env)
-    supernet_ckpt = load_local_checkpoint(str(tmp_path / 'distill' / 'iter_3.pth'))
+    supernet_ckpt = read(str(tmp_path / 'distill' / 'iter_3.pth')).raw
     assert {k.split('.')[5] for k in supernet_ckpt['state_dict'] if '.candidates.' in k} == {'L', 'W', 'P', 'C'}
     work = tmp_path / 'search'
     run_tool('search.py', seg, tmp_path / 'distill' / 'iter_3.pth', '--head-checkpoint', tmp_path / 'probe' /
@@ -160,7 +160,7 @@ def test_plugin_runs_through_distillation_search_export_and_test_tool(tiny_citys
     assert len(records) == 1 + 12 and all(r['P'] == a.count('P') for a, r in records.items())  # P -> C, L or W
     assert sum(a.count('C') for a in records) == 4  # each layer's C candidate scored once
     assert json.loads((work / 'search_state.json').read_text())['stages']['1']['order'] == 'PCLW'
-    state = load_local_checkpoint(str(work / f'hybrid_{best}_with_head.pth'))['state_dict']
+    state = read(str(work / f'hybrid_{best}_with_head.pth')).raw['state_dict']
     spec = ArchSpec.from_tensor(state[f'backbone.{SPEC_KEY}'])
     assert spec.mixers['P'] == {'type': 'PooledAttention', 'pool_size': 2}
     out = tmp_path / 'metrics.json'
@@ -177,14 +177,14 @@ def test_plugin_runs_through_distillation_search_export_and_test_tool(tiny_citys
     # the exported fine-tuning config (the arch fixed, distilled from the teacher) declares the letter and trains
     run_tool('train.py', work / f'finetune_{best}.py', '--work-dir', tmp_path / 'ft', '--cfg-options', data[0],
              f'model.teacher.checkpoint={teacher}', 'train_cfg.max_iters=1', env=env)
-    finetuned = load_local_checkpoint(str(tmp_path / 'ft' / 'iter_1.pth'))
+    finetuned = read(str(tmp_path / 'ft' / 'iter_1.pth')).raw
     hybrid = JetViT(arch=best, checkpoint=tmp_path / 'ft' / 'iter_1.pth', **backbone)  # its student, P layers
     assert isinstance(hybrid.blocks[0].attn, pooled.PooledAttention)
     assert {k for k in finetuned['state_dict'] if k.startswith('student.')} == {
         f'student.{k}' for k in hybrid.state_dict()}
     # a hybrid with layers of the mixer that inherits nothing: exported from the supernet (tools/export_hybrid.py's
     # function: the tool's --arch takes only the default letters) and fine-tuned
-    from jetvit_mm.mm.export import export_from_checkpoint
+    from jetvit_mm.mm.apis.export import export_from_checkpoint
     mixed = 'CPCL'
     export_from_checkpoint(Config.fromfile(seg), str(tmp_path / 'distill' / 'iter_3.pth'), mixed, tmp_path / 'mixed',
                            distill_config=str(distill))

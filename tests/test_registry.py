@@ -9,6 +9,7 @@ from mmengine.utils import import_modules_from_strings
 
 CONFIGS = Path(__file__).parent / 'configs'
 SCOPES = {'mmseg': 'registry_mmseg.py', 'mmdet': 'registry_mmdet.py'}
+ALIASES = {'PlainCheckpointHook': 'CheckpointDigestHook'}  # a former name, which old configs declare
 
 
 def scope_registry(scope: str, kind: str = 'model'):
@@ -47,7 +48,7 @@ def test_registered_types_build_in_scope(scope):
     with DefaultScope.overwrite_default_scope(scope):
         for name, example in cfg.examples.items():
             module = scope_registry(scope, kind_of(name)).build(example)
-            assert type(module).__name__ == name
+            assert type(module).__name__ == ALIASES.get(name, name)
             assert type(module).__module__.startswith('jetvit_mm.')
 
 

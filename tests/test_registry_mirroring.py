@@ -1,6 +1,6 @@
-"""Mirroring the token mixers into mmengine's MODELS (jetvit_mm/mm/mixers.py) never overwrites a type another package
-registered under the same name (issue #31 item 5): it warns, the other type stays, and a model's mixers table still
-builds the mixer from the core registry."""
+"""Mirroring the token mixers into mmengine's MODELS (jetvit_mm/mm/models/mixers.py) never overwrites a type another
+package registered under the same name (issue #31 item 5): it warns, the other type stays, and a model's mixers table
+still builds the mixer from the core registry."""
 import pytest
 import torch
 from mmengine.registry import MODELS

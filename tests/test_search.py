@@ -10,9 +10,9 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from jetvit_mm.mm import load_local_checkpoint
-from jetvit_mm.mm.search_scoring import backbone_args, check_metric, load_supernet
+from jetvit_mm.mm.search.scoring import backbone_args, check_metric, load_supernet
 from jetvit_mm.models import JetViT
+from jetvit_mm.models.checkpoint import read
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.search import search_step1, search_step2, step1_moves, step2_moves
 from jetvit_mm.search.report import layer_gains, pareto_front
@@ -209,7 +209,7 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
     run_tool('train.py', work / f'finetune_{best}.py', '--work-dir', tmp_path / 'ft', '--cfg-options',
              f'train_dataloader.dataset.data_root={p["data"]}', f'model.teacher.checkpoint={p["teacher"]}',
              'train_cfg.max_iters=1')
-    ft_state = load_local_checkpoint(str(tmp_path / 'ft' / 'iter_1.pth'))['state_dict']
+    ft_state = read(str(tmp_path / 'ft' / 'iter_1.pth')).raw['state_dict']
     # the fine-tuned run's checkpoint is a backbone checkpoint too (pipeline step 6): the student's weights, with
     # the arch read from the run's saved config; a supernet checkpoint is refused (no single arch)
     finetuned = JetViT(arch=best, checkpoint=tmp_path / 'ft' / 'iter_1.pth', **backbone_args(Config.fromfile(PROBE)))
@@ -228,7 +228,7 @@ def test_exported_finetune_config_builds_the_searched_model(tmp_path):
     from mmengine.registry import DefaultScope
     from mmengine.utils import import_modules_from_strings
 
-    from jetvit_mm.mm.export import export_hybrid
+    from jetvit_mm.mm.apis.export import export_hybrid
     from jetvit_mm.models.supernet import JetViTSupernet
 
     size = dict(embed_dim=32, depth=2, num_heads=2)
@@ -325,7 +325,7 @@ def test_search_refuses_a_config_whose_mixers_differ_from_the_distillation(pipel
 
 def test_distill_loss_score_uses_the_distillation_runs_objective(tmp_path):
     """--metric distill_loss scores with the loss, loss options and layers the supernet was distilled with."""
-    from jetvit_mm.mm.search_scoring import DEFAULT_DISTILL_OBJECTIVE, saved_distill_objective
+    from jetvit_mm.mm.search.scoring import DEFAULT_DISTILL_OBJECTIVE, saved_distill_objective
     cfg = ("model = dict(type='FeatureDistiller', loss='activation', loss_cfg=dict(max_tokens=64), "
            "distill_indices=(0, -1), teacher=dict(type='JetViT'))\n")
     torch.save({'state_dict': {}, 'meta': {'cfg': cfg}}, tmp_path / 'run.pth')

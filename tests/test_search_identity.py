@@ -7,7 +7,7 @@ import torch
 from mmengine.config import Config
 
 import jetvit_mm.mm  # noqa: F401  (registers the datasets and the loader)
-from jetvit_mm.mm.search_identity import (
+from jetvit_mm.mm.search.identity import (
     IDENTITY_NAMES,
     agreed_identity,
     search_identity,
@@ -76,7 +76,7 @@ def test_val_content_fingerprint_reads_the_bytes_not_the_names_or_sizes(tiny_cit
 def test_ranks_differences_name_each_rank_and_field():
     """In one process the identity is computed and nothing is compared; the comparison of gathered identities (what
     every rank runs alike on the same gathered list) names each differing rank and field."""
-    from jetvit_mm.mm.search_identity import _differences
+    from jetvit_mm.mm.search.identity import _differences
     assert agreed_identity(lambda: {'metric': 'mIoU'}, lambda: 1 / 0) == {'metric': 'mIoU'}
     same = {'val_files': 'a', 'supernet': 's', 'option.beam_width': 4}
     gathered = [(same, None), (same, None), (dict(same, val_files='b', **{'option.beam_width': 2}), None)]

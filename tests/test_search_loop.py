@@ -5,8 +5,8 @@ import pytest
 from mmengine.registry import LOOPS, DefaultScope
 
 import jetvit_mm.mm  # noqa: F401  (registers the loop)
-from jetvit_mm.mm import search_scoring
-from jetvit_mm.mm.search_scoring import check_metric
+from jetvit_mm.mm.search import scoring as search_scoring
+from jetvit_mm.mm.search.scoring import check_metric
 
 IOU = dict(type='IoUMetric', iou_metrics=['mIoU', 'mFscore'])
 
@@ -18,7 +18,7 @@ def test_search_loop_is_registered_in_scope():
     from mmseg.registry import LOOPS as SEG_LOOPS
     for scope, registry in (('mmseg', SEG_LOOPS), ('mmdet', DET_LOOPS), ('mmengine', LOOPS)):
         with DefaultScope.overwrite_default_scope(scope):
-            assert registry.get('JetViTSearchLoop').__module__ == 'jetvit_mm.mm.search_loop'
+            assert registry.get('JetViTSearchLoop').__module__ == 'jetvit_mm.mm.search.loop'
 
 
 def test_metric_direction_is_mmengines_rule_or_the_configs():

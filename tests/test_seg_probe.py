@@ -17,7 +17,7 @@ from mmengine.config import Config, ConfigDict
 from mmengine.registry import DefaultScope
 from PIL import Image
 
-from jetvit_mm.mm import load_local_checkpoint
+from jetvit_mm.models.checkpoint import read
 from jetvit_mm.models.mixers import default_mixers
 
 from .conftest import REPO, run_tool
@@ -123,8 +123,8 @@ def test_probe_training_keeps_backbone_frozen_and_trains_head(probe_runs, backbo
     run = probe_runs[name]
     assert re.search(rf'Iter\(train\) \[{TRAIN_ITERS}/{TRAIN_ITERS}\]', run['train_log'])
     start = torch.load(backbone_checkpoint, weights_only=True)
-    first = load_local_checkpoint(str(run['work'] / 'iter_1.pth'))['state_dict']
-    last = load_local_checkpoint(str(run['work'] / f'iter_{TRAIN_ITERS}.pth'))['state_dict']
+    first = read(str(run['work'] / 'iter_1.pth')).raw['state_dict']
+    last = read(str(run['work'] / f'iter_{TRAIN_ITERS}.pth')).raw['state_dict']
 
     backbone = {k[len('backbone.'):]: v for k, v in last.items() if k.startswith('backbone.')}
     assert backbone.keys() == start.keys()

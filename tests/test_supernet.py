@@ -14,8 +14,8 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
 from jetvit_mm.distill import LOSSES, activation_matching_loss, distill_loss
-from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.models import JetViT
+from jetvit_mm.models.checkpoint import read
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet, parse_search_space, step2_search_space
 from jetvit_mm.search import SupernetSampler
@@ -293,7 +293,7 @@ def test_training_lowers_loss_keeps_teacher_and_samples_paths(trained, tiny_city
     paths = read_paths(trained)
     assert sorted(paths) == list(range(24))
     assert len(set(paths.values())) >= 4, paths
-    state = load_local_checkpoint(str(trained / 'iter_24.pth'))['state_dict']
+    state = read(str(trained / 'iter_24.pth')).raw['state_dict']
     teacher = JetViT(checkpoint=teacher_ckpt, **TINY).state_dict()
     for key, value in teacher.items():
         assert torch.equal(state[f'teacher.{key}'], value), key

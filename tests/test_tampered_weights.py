@@ -58,7 +58,7 @@ def checkpoints(tmp_path_factory) -> dict:
     config's backbone, each written with its digest, and each with one tensor byte flipped."""
     from mmengine.config import Config
 
-    from jetvit_mm.mm.search_scoring import backbone_args
+    from jetvit_mm.mm.search.scoring import backbone_args
     from jetvit_mm.models import JetViT
     from jetvit_mm.models.supernet import JetViTSupernet
 
@@ -121,8 +121,8 @@ def test_search_tool_refuses_tampered_weights(checkpoints, tiny_cityscapes, tmp_
 def test_inference_and_export_loads_refuse_a_stale_digest(checkpoints, tmp_path):
     """A valid zip whose tensors no longer match the digest written with them: the tools' full read (the one read of
     the file) checks the digest."""
-    from jetvit_mm.mm.infer import load_model
-    from jetvit_mm.mm.onnx_model import build_export_module
+    from jetvit_mm.mm.apis.infer import load_model
+    from jetvit_mm.mm.apis.onnx_model import build_export_module
 
     path = stale_digest(checkpoints['probe'], tmp_path / 'edited.pth')
     with pytest.raises(DamagedCheckpointError, match=rf'{path}.*{DAMAGED}'):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from jetvit_mm.mm import load_local_checkpoint
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
+from jetvit_mm.models.checkpoint import read
 
 from .conftest import HANG_GUARD_S, REPO, run_tool
 
@@ -34,7 +34,7 @@ def test_train_writes_checkpoints_and_validates(trained):
     log = proc.stdout + proc.stderr
     assert re.search(r'Iter\(train\) \[4/4\]', log)
     assert re.search(r'Iter\(val\) .*mIoU: \d', log), 'validation after training reports mIoU'
-    ckpt = load_local_checkpoint(str(work_dir / 'iter_4.pth'))
+    ckpt = read(str(work_dir / 'iter_4.pth')).raw
     assert ckpt['meta']['iter'] == 4
     assert any(k.startswith('decode_head.bn.') for k in ckpt['state_dict'])
     # the backbone's arch spec, in the state dict (what loading checks)
@@ -72,8 +72,8 @@ def test_resume_continues_from_saved_iteration(trained, tiny_cityscapes, tmp_pat
     assert 'resumed epoch: 0, iter: 4' in log
     assert re.search(r'^\s*seed: 0$', log, re.M), 'the runner starts with the resumed run\'s seed'
     assert re.search(r'Iter\(train\) \[5/6\]', log) and not re.search(r'Iter\(train\) \[[1-4]/6\]', log)
-    before = load_local_checkpoint(str(work_dir / 'iter_4.pth'))['state_dict']
-    after = load_local_checkpoint(str(resumed / 'iter_6.pth'))
+    before = read(str(work_dir / 'iter_4.pth')).raw['state_dict']
+    after = read(str(resumed / 'iter_6.pth')).raw
     assert after['meta']['iter'] == 6
     # the resumed run started from iter 4's weights and kept training the head
     assert not torch.equal(before['decode_head.conv_seg.weight'], after['state_dict']['decode_head.conv_seg.weight'])
@@ -82,7 +82,7 @@ def test_resume_continues_from_saved_iteration(trained, tiny_cityscapes, tmp_pat
 def test_set_resume_takes_the_checkpoint_seed_when_the_config_has_none(tmp_path):
     from mmengine.config import Config
 
-    from jetvit_mm.mm.launch import set_resume
+    from jetvit_mm.mm.engine.launch import set_resume
 
     ckpt = tmp_path / 'iter_2.pth'
     torch.save({'meta': {'seed': 1234, 'iter': 2}, 'state_dict': {'w': torch.zeros(2)}}, ckpt)
@@ -119,7 +119,7 @@ def test_two_process_cpu_probe_training(tiny_cityscapes, tmp_path):
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert re.search(r'Iter\(val\) .*mIoU: \d', proc.stdout + proc.stderr)
-    state = load_local_checkpoint(str(tmp_path / 'iter_2.pth'))['state_dict']
+    state = read(str(tmp_path / 'iter_2.pth')).raw['state_dict']
     assert 'decode_head.bn.running_mean' in state
 
 
@@ -154,7 +154,7 @@ def test_run_main_leaves_without_finalizing_only_after_a_torn_down_group(tmp_pat
     it); a run without a group and a failing run end as usual."""
     import atexit
 
-    from jetvit_mm.mm.launch import process_group_teardown, run_main
+    from jetvit_mm.mm.engine.launch import process_group_teardown, run_main
 
     left, handled = [], []
     monkeypatch.setattr(atexit, '_run_exitfuncs', lambda: handled.append(True))
@@ -186,7 +186,7 @@ def test_what_the_run_left_unreachable_is_freed_before_the_process_group_goes(tm
     import gc
     import weakref
 
-    from jetvit_mm.mm.launch import process_group_teardown
+    from jetvit_mm.mm.engine.launch import process_group_teardown
 
     class Model:
         pass
@@ -214,7 +214,7 @@ def test_what_the_run_left_unreachable_is_freed_before_the_process_group_goes(tm
 @pytest.mark.parametrize('fails', [False, True], ids=['success', 'error'])
 def test_process_group_is_torn_down_on_success_and_on_error(tmp_path, fails):
     """What tools/train.py and tools/test.py run in: the process group they (or mmengine) started ends with them."""
-    from jetvit_mm.mm.launch import process_group_teardown
+    from jetvit_mm.mm.engine.launch import process_group_teardown
 
     torch.distributed.init_process_group('gloo', init_method=f'file://{tmp_path / "rendezvous"}', rank=0,
                                          world_size=1)

@@ -212,7 +212,7 @@ def run_distill_kernels(args: argparse.Namespace) -> dict:
 
 def backbone_from_config(path: str) -> dict:
     """JetViT keyword arguments of a config's ``model.backbone`` (or a distiller's ``model.student``)."""
-    from jetvit_mm.mm.launch import read_config
+    from jetvit_mm.mm.engine.launch import read_config
 
     model = read_config(path).model
     backbone = model.get('backbone') or model.get('student')
@@ -232,7 +232,7 @@ def head_from_args(args: argparse.Namespace, model_name: str) -> Optional[Dict[s
         return None
     head = None
     if args.config:
-        from jetvit_mm.mm.launch import read_config
+        from jetvit_mm.mm.engine.launch import read_config
 
         head = read_config(args.config).model.get('decode_head')
         if head is not None and str(head.get('type', '')).split('.')[-1] != 'DPTDepthHead':
@@ -279,10 +279,10 @@ def run_plot(args: argparse.Namespace) -> dict:
 
 
 def run_plan(args: argparse.Namespace) -> dict:
-    """The memory plan of each config (jetvit_mm/mm/memory_plan.py)."""
+    """The memory plan of each config (jetvit_mm/mm/engine/memory_plan.py)."""
     from jetvit_mm.benchmark.planner import GIB, TABLE_HEADER, format_plan
-    from jetvit_mm.mm.launch import read_config
-    from jetvit_mm.mm.memory_plan import config_settings, plan_config
+    from jetvit_mm.mm.engine.launch import read_config
+    from jetvit_mm.mm.engine.memory_plan import config_settings, plan_config
 
     plans = []
     print(f'memory plan: {args.world_size} GPUs x {args.gpu_mem_gb:g} GiB, reserve {args.reserve_gb:g} GiB (GiB per '

@@ -9,9 +9,9 @@ import argparse
 from mmengine.config import DictAction
 
 from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs
-from jetvit_mm.mm.export import export_from_checkpoint
-from jetvit_mm.mm.launch import read_config
-from jetvit_mm.mm.search_scoring import declared_letters
+from jetvit_mm.mm.apis.export import export_from_checkpoint
+from jetvit_mm.mm.engine.launch import read_config
+from jetvit_mm.mm.search.scoring import declared_letters
 
 
 def main(argv=None) -> dict:

@@ -188,7 +188,7 @@ def main(argv=None, leave: Callable[[int], None] = os._exit) -> int:
     """Run one phase. ``dist`` leaves through ``leave`` once its group is destroyed, the exit handlers have run and
     the output is flushed, without the interpreter's finalization: what outlives the group there (torch keeps device
     meshes, and their process groups, in a global) is collected at finalization, where the FSDP2 process sat over 10 s
-    after its result on the H200 (NCCL, 2026-12-04); as ``jetvit_mm.mm.launch.run_main`` does for the tools."""
+    after its result on the H200 (NCCL, 2026-12-04); as ``jetvit_mm.mm.engine.launch.run_main`` does for the tools."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = parser.add_subparsers(dest='command', required=True)

@@ -66,8 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    from jetvit_mm.mm.infer import run_inference
-    from jetvit_mm.mm.infer_compare import run_compare
+    from jetvit_mm.mm.apis.infer import run_inference
+    from jetvit_mm.mm.apis.infer_compare import run_compare
 
     try:
         if args.compare or args.pca:

@@ -9,7 +9,7 @@
     # the same on N processes (each arch scored over a data-parallel split of the val set; the same scores)
     torchrun --nproc_per_node N tools/search.py CONFIG STEP1_SUPERNET.pth --stage 1 ... --launcher pytorch
 
-The search runs as mmengine's validation loop (jetvit_mm.mm.search_loop.JetViTSearchLoop, set as the config's
+The search runs as mmengine's validation loop (jetvit_mm.mm.search.loop.JetViTSearchLoop, set as the config's
 val_cfg with these flags as its options) of the runner the config builds.
 CONFIG is the downstream evaluation config (e.g. configs/probe/dinov3_base_linear_cityscapes.py): its
 val_dataloader and val_evaluator score every arch, its backbone arguments must match the supernet's. The state
@@ -33,8 +33,8 @@ from mmengine.config import Config, DictAction
 
 from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs, finite, integer, positive
 from jetvit_mm.cli import count as count_arg
-from jetvit_mm.mm.launch import LAUNCHERS, build_runner, process_group_teardown, read_config, run_main
-from jetvit_mm.mm.search_scoring import declared_letters
+from jetvit_mm.mm.engine.launch import LAUNCHERS, build_runner, process_group_teardown, read_config, run_main
+from jetvit_mm.mm.search.scoring import declared_letters
 from jetvit_mm.processes import die_with_parent, work_dir_lock
 from jetvit_mm.search.latency import read_latency_table
 
@@ -115,7 +115,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def search_config(args: argparse.Namespace) -> Config:
-    """CONFIG with the search as its validation loop (:class:`~jetvit_mm.mm.search_loop.JetViTSearchLoop`, every
+    """CONFIG with the search as its validation loop (:class:`~jetvit_mm.mm.search.loop.JetViTSearchLoop`, every
     flag an option of it) and a backbone that loads no weights (the loop swaps in the supernet and the teacher)."""
     cfg = read_config(args.config, args.cfg_options)
     work_dir = str(args.work_dir or Path('work_dirs') / f'search_{Path(args.config).stem}')

@@ -5,7 +5,7 @@
 import argparse
 import os.path as osp
 
-from jetvit_mm.mm.launch import (
+from jetvit_mm.mm.engine.launch import (
     add_common_args,
     check_common_args,
     load_config,

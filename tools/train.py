@@ -5,7 +5,7 @@
 """
 import argparse
 
-from jetvit_mm.mm.launch import (
+from jetvit_mm.mm.engine.launch import (
     add_common_args,
     build_runner,
     check_common_args,

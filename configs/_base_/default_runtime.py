@@ -6,9 +6,9 @@ _base_ = ['mmseg::_base_/default_runtime.py']
 custom_imports = dict(imports=['jetvit_mm.mm'], allow_failed_imports=False)
 # The runner every run of this project has, whichever tool starts it (tools/train.py, or mmseg's / mmdet's own
 # tools/train.py and tools/test.py): it checks the data, trains distributed on CPUs, loads checkpoints safely, and adds
-# to mmengine's default hooks the checkpoint hooks (jetvit_mm/mm/runner.py JETVIT_DEFAULT_HOOKS): each checkpoint
-# carries the JetViTs' arch specs in its meta, its runner state as plain data and the digest of its tensors. A config
-# sets them like mmengine's own default hooks (default_hooks.checkpoint_digest=None removes one); an FSDP2 config
+# to mmengine's default hooks the checkpoint hook (jetvit_mm/mm/engine/runner.py JETVIT_DEFAULT_HOOKS): each checkpoint
+# carries the JetViTs' arch specs in its state dict, its runner state as plain data and the digest of its tensors. A
+# config sets it like mmengine's own default hooks (default_hooks.checkpoint_digest=None removes it); an FSDP2 config
 # sets runner_type = 'FSDP2Runner' (a JetViTRunner).
 runner_type = 'JetViTRunner'
 

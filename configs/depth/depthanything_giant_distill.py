@@ -15,7 +15,7 @@ model = dict(
     teacher=dict(model_name='dinov2_vitg14'),
     student=dict(model_name='dinov2_vitg14', grad_checkpointing=True),
     distill_indices=(9, 19, 29, 39))  # DepthAnythingV2-G's tapped layers
-runner_type = 'FSDP2Runner'  # the FSDP2 wrapper's runner (jetvit_mm/mm/fsdp.py)
+runner_type = 'FSDP2Runner'  # the FSDP2 wrapper's runner (jetvit_mm/mm/engine/fsdp.py)
 model_wrapper_cfg = dict(_delete_=True, type='FSDP2Wrapper', param_dtype='bfloat16', reduce_dtype='float32',
                          cpu_offload=False, checkpoint='sharded')
 # distillation makes no predictions: no validation or test loop

@@ -19,6 +19,6 @@ train_dataloader = dict(batch_size=2)  # 8 GPUs x 2 crops of 512x1024
 custom_hooks = [dict(type='SupernetSamplerHook', mode='budgeted', max_full=4)]
 # meta_init: every rank builds the model on the meta device and loads only its shard (its part of the 2 x 6.7e9
 # parameters, not all of them) from the memory-mapped teacher checkpoint
-runner_type = 'FSDP2Runner'  # the FSDP2 wrapper's runner (jetvit_mm/mm/fsdp.py)
+runner_type = 'FSDP2Runner'  # the FSDP2 wrapper's runner (jetvit_mm/mm/engine/fsdp.py)
 model_wrapper_cfg = dict(_delete_=True, type='FSDP2Wrapper', param_dtype='bfloat16', reduce_dtype='float32',
                          cpu_offload=False, checkpoint='sharded', meta_init=True)

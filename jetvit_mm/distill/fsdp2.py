@@ -3,7 +3,7 @@
 Every transformer block of every JetViT in the model (student supernet and frozen teacher alike) is its own FSDP2
 unit; the rest (patch embeddings, tokens, final norms, heads) is the root unit. Before sharding, every rank takes
 rank 0's parameters and buffers, on the process group's device (NCCL only moves CUDA tensors). The mmengine wrapper
-(``jetvit_mm.mm.fsdp.FSDP2Wrapper``) and the GPU check's NCCL step both shard through :func:`shard_model`.
+(``jetvit_mm.mm.engine.fsdp.FSDP2Wrapper``) and the GPU check's NCCL step both shard through :func:`shard_model`.
 
 A model too large for one rank: build it inside :func:`meta_parameters` (parameters on the meta device, buffers
 real), shard it with ``shard_model(..., sync=False)``, then :func:`materialize_shards` allocates only this rank's

@@ -87,7 +87,7 @@ def small_probe_options() -> List[str]:
     """The probe config's backbone and head at the smaller teacher's width (read from its config)."""
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', UserWarning)
-        from jetvit_mm.mm.launch import read_config
+        from jetvit_mm.mm.engine.launch import read_config
 
         with CONFIG_LOCK:  # mmengine's config reader is not thread-safe (the stages run in threads)
             backbone = read_config(str(SMALL_TEACHER_CFG)).model.backbone

@@ -106,7 +106,7 @@ class MethodOptions:
 def _config(path: Path):
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        from jetvit_mm.mm.launch import read_config
+        from jetvit_mm.mm.engine.launch import read_config
 
         with CONFIG_LOCK:  # mmengine's config reader is not thread-safe
             return read_config(str(path))

@@ -138,7 +138,7 @@ def _config_text(path: Path) -> str:
     try:
         with CONFIG_LOCK, warnings.catch_warnings():  # mmengine's reader is not thread-safe (the demo's threads)
             warnings.simplefilter('ignore')
-            from jetvit_mm.mm.launch import read_config
+            from jetvit_mm.mm.engine.launch import read_config
 
             return json.dumps(read_config(str(path)).to_dict(), sort_keys=True, default=str)
     except Exception:  # not an mmengine config (or one that fails to parse: the tool will say why)

@@ -8,11 +8,11 @@ Importing it leaves mmengine's checkpoint loaders as they are; it adds to torch'
 types a checkpoint of mmengine's runner holds (:func:`~jetvit_mm.mm.checkpoint.allow_runner_checkpoint_types`:
 ``HistoryBuffer``, numpy values; nothing that runs code), so that the frameworks' clients (``init_model``,
 ``MMSegInferencer``, ``init_detector``, ``DetInferencer``) and the core's reader (``JetViT(checkpoint=...)``) load a
-checkpoint of any config that imports the plugin. The runner the configs name (:class:`~jetvit_mm.mm.runner.
+checkpoint of any config that imports the plugin. The runner the configs name (:class:`~jetvit_mm.mm.engine.runner.
 JetViTRunner`, ``configs/_base_``) reads its checkpoints with the core's reader.
 """
-from .backbones import JetViT, JetViTSupernet
-from .checkpoint import allow_runner_checkpoint_types, check_checkpoint_fits, load_local_checkpoint
+from .checkpoint import ArchSpecHook, CheckpointDigestHook, allow_runner_checkpoint_types, check_checkpoint_fits
+from .checkpoint.fsdp import FSDP2CheckpointHook
 from .depth import (
     AffineInvariantDepthMetric,
     CityscapesDepthDataset,
@@ -27,17 +27,17 @@ from .depth import (
     ScaleShiftInvariantLoss,
     SintelDepthDataset,
 )
-from .distiller import FeatureDistiller
-from .fsdp import FSDP2Runner, FSDP2Wrapper
-from .fsdp_checkpoint import FSDP2CheckpointHook
-from .hooks import ArchSpecHook, CheckpointDigestHook, PlainCheckpointHook, SupernetSamplerHook
-from .mixers import mirror_mixers
-from .necks import SimpleFeaturePyramid
-from .optim import LayerDecayOptimWrapperConstructor
+from .engine.fsdp import FSDP2Runner, FSDP2Wrapper
+from .engine.hooks import SupernetSamplerHook
+from .engine.optim import LayerDecayOptimWrapperConstructor
+from .engine.runner import JetViTRunner
+from .models.backbones import JetViT, JetViTSupernet
+from .models.distiller import FeatureDistiller
+from .models.mixers import mirror_mixers
+from .models.necks import SimpleFeaturePyramid
+from .models.seg_heads import LinearProbeHead
 from .registry import registered_types
-from .runner import JetViTRunner
-from .search_loop import JetViTSearchLoop
-from .seg_heads import LinearProbeHead
+from .search.loop import JetViTSearchLoop
 
 allow_runner_checkpoint_types()  # the frameworks' clients: an mmengine runner checkpoint's data types, nothing more
 
@@ -45,7 +45,7 @@ __all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CheckpointDigestHook',
            'DA2KDataset', 'DA2KMetric', 'DIODEDepthDataset', 'DPTDepthHead', 'DepthAnythingResize',
            'FSDP2CheckpointHook', 'FSDP2Runner', 'FSDP2Wrapper', 'FeatureDistiller', 'JetViT', 'JetViTRunner',
            'JetViTSearchLoop', 'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor',
-           'LinearProbeHead', 'LoadZeroShotDepth', 'PlainCheckpointHook', 'PseudoLabelDepthEstimator',
+           'LinearProbeHead', 'LoadZeroShotDepth', 'PseudoLabelDepthEstimator',
            'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid', 'SintelDepthDataset', 'SupernetSamplerHook',
-           'allow_runner_checkpoint_types', 'check_checkpoint_fits', 'load_local_checkpoint', 'mirror_mixers',
+           'allow_runner_checkpoint_types', 'check_checkpoint_fits', 'mirror_mixers',
            'registered_types']

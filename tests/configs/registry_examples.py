@@ -12,7 +12,7 @@ examples = dict(
     LinearProbeHead=dict(type='LinearProbeHead', in_channels=16, num_classes=5),
     SupernetSamplerHook=dict(type='SupernetSamplerHook', mode='budgeted', max_full=1),
     FSDP2CheckpointHook=dict(type='FSDP2CheckpointHook'),
-    # token mixers (jetvit_mm/models/mixers, mirrored by jetvit_mm/mm/mixers.py)
+    # token mixers (jetvit_mm/models/mixers, mirrored by jetvit_mm/mm/models/mixers.py)
     FullAttention=dict(type='FullAttention', dim=32, num_heads=2),
     WindowAttention=dict(type='WindowAttention', dim=32, num_heads=2, window_size=4),
     LinearAttention=dict(type='LinearAttention', dim=32, num_heads=2, conv='static'),

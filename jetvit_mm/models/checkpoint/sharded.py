@@ -6,7 +6,7 @@ meta (``meta['fsdp2_sharded_digests']``), checked before the directory is read.
 Reading a DCP directory never runs code from it: its ``.metadata`` pickle may name only an allow-list of exact globals,
 and the byte entries (optimizer hyper-parameters) are read weights-only (:class:`SafeLoadPlanner`; DCP's own planner
 reads them with ``weights_only=False``). Every error names its file. Pure torch: the runner side is
-:mod:`jetvit_mm.mm.fsdp_checkpoint`.
+:mod:`jetvit_mm.mm.checkpoint.fsdp`.
 """
 import collections
 import dataclasses

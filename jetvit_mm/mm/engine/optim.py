@@ -19,7 +19,7 @@ from torch import nn
 
 from jetvit_mm.models.mixers.squeeze_conv import StaticDepthwiseConv
 
-from .registry import OPTIM_WRAPPER_CONSTRUCTORS
+from ..registry import OPTIM_WRAPPER_CONSTRUCTORS
 
 __all__ = ['LayerDecayOptimWrapperConstructor', 'layer_id', 'no_weight_decay', 'static_kernel_names']
 

@@ -12,8 +12,8 @@ from mmengine.registry import DefaultScope
 from jetvit_mm.models.checkpoint import read, tensor_digest
 from jetvit_mm.search.fingerprint import files_by_content, files_by_size, value_digest
 
-from .data_checks import DataInputError, build_checked_dataset
-from .search_scoring import backbone_args, config_metric_direction, saved_distill_objective
+from ..datasets.data_checks import DataInputError, build_checked_dataset
+from .scoring import backbone_args, config_metric_direction, saved_distill_objective
 
 __all__ = ['IDENTITY_NAMES', 'RANK_NAMES', 'agreed_identity', 'model_fingerprints', 'search_identity',
            'state_fingerprint', 'val_content_fingerprint', 'val_files_fingerprint', 'val_protocol_fingerprint']

@@ -6,7 +6,7 @@ from mmcv.cnn import build_norm_layer
 from mmseg.models.decode_heads.decode_head import BaseDecodeHead
 from torch import Tensor, nn
 
-from .registry import MODELS
+from ..registry import MODELS
 
 __all__ = ['LinearProbeHead']
 

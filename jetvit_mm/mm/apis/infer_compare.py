@@ -4,7 +4,7 @@ Per image: ``<stem>_compare.png`` = [image | teacher | hybrid | difference] (seg
 pixels whose class differs; depth: both disparities on one colour scale and |teacher - hybrid| as a heat map), with
 each model's latency on it; ``<stem>_pca.png`` = the backbone's last-level patch features as RGB (teacher | hybrid,
 one PCA basis fitted on the teacher's features); ``compare.json`` with the latencies, the difference figures and the
-features' mean cosine similarity. The hybrid's usual outputs (:func:`~jetvit_mm.mm.infer.write_prediction`) are
+features' mean cosine similarity. The hybrid's usual outputs (:func:`~jetvit_mm.mm.apis.infer.write_prediction`) are
 written too.
 
 The teacher is built from the hybrid's config with the backbone arch its checkpoint's spec names, and checked to
@@ -27,7 +27,8 @@ from jetvit_mm.models.arch import spec_from_state
 from jetvit_mm.models.checkpoint import read, strip_wrapper_prefix
 from jetvit_mm.visual import colour_map, fit_pca, labelled_row, mean_cosine, pca_colours
 
-from .checkpoint import without_backbone_checkpoint
+from ..checkpoint import without_backbone_checkpoint
+from ..engine.launch import read_config
 from .infer import (
     check_outputs_free,
     collect_images,
@@ -42,7 +43,6 @@ from .infer import (
     write_image,
     write_prediction,
 )
-from .launch import read_config
 
 __all__ = ['load_teacher', 'run_compare', 'teacher_config']
 
@@ -161,7 +161,7 @@ def run_compare(config: Optional[str], checkpoint: Optional[str], inputs: Sequen
     """The hybrid (``config`` + ``checkpoint``; ``config`` None: the one ``checkpoint`` carries) on every image of
     ``inputs``, one at a time: its usual outputs, and with ``teacher_checkpoint`` the comparison with the teacher
     (panels and ``compare.json``), with ``pca`` the PCA map of the features; returns the written paths. Outputs are
-    named and checked as :func:`~jetvit_mm.mm.infer.run_inference` names and checks them (``overwrite``)."""
+    named and checked as :func:`~jetvit_mm.mm.apis.infer.run_inference` names and checks them (``overwrite``)."""
     paths = collect_images(inputs)
     out_dir = Path(out_dir)
     stems = output_stems(paths, out_dir)

@@ -8,8 +8,9 @@ mmengine 0.10.7 writes checkpoints whose ``message_hub`` holds :class:`~mmengine
 ``init_model``, the inferencers, through mmengine's unchanged loader) load them, still weights-only. Checkpoints this
 project's runner writes hold none of them (:func:`plain_message_hub`); older ones do.
 
-Here too: the fit of a checkpoint to a whole model (:func:`check_fits`), and the config a checkpoint carries
-(:func:`config_of_checkpoint`, read literal-only, never run).
+Here too: the hook that saves each checkpoint so (:class:`CheckpointDigestHook`), the fit of a checkpoint to a whole
+model (:func:`check_fits`), and the config a checkpoint carries (:func:`config_of_checkpoint`, read literal-only,
+never run).
 """
 import copy
 import pickle
@@ -19,16 +20,20 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import numpy as np
 import torch
 from mmengine.config import Config
+from mmengine.hooks import Hook
 from mmengine.logging import HistoryBuffer
 from torch import nn
 
 from jetvit_mm.models.arch import SPEC_KEY, check_spec, spec_from_state
 from jetvit_mm.models.checkpoint import read, strip_wrapper_prefix
 from jetvit_mm.models.checkpoint.config_text import literal_assignments, literal_text
+from jetvit_mm.models.checkpoint.integrity import with_digest
 
-__all__ = ['allow_runner_checkpoint_types', 'check_checkpoint_fits', 'check_fits', 'config_of_checkpoint',
-           'export_config_text', 'load_local_checkpoint', 'load_weights', 'plain_message_hub', 'restore_message_hub',
-           'runner_safe_globals', 'saved_model_config', 'without_backbone_checkpoint']
+from ..registry import HOOKS
+
+__all__ = ['ArchSpecHook', 'CheckpointDigestHook', 'allow_runner_checkpoint_types', 'check_checkpoint_fits',
+           'check_fits', 'config_of_checkpoint', 'export_config_text', 'load_weights', 'plain_message_hub',
+           'restore_message_hub', 'runner_safe_globals', 'saved_model_config', 'without_backbone_checkpoint']
 
 _BUILTIN_STATISTICS = frozenset({'min', 'max', 'current', 'mean'})
 
@@ -68,13 +73,6 @@ def allow_runner_checkpoint_types() -> None:
         torch.serialization.add_safe_globals(missing)
 
 
-def load_local_checkpoint(filename: str, map_location: Any = None, mmap: bool = False) -> Any:
-    """The object a checkpoint file holds, read by :func:`~jetvit_mm.models.checkpoint.read` with the runner's data
-    types allowed (``map_location``: kept for mmengine's loader signature; tensors load to the CPU)."""
-    allow_runner_checkpoint_types()
-    return read(filename, mmap=mmap).raw
-
-
 def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> None:
     """:func:`check_fits` of the checkpoint ``filename``, reading only its pickle (mapped): for a load that follows
     elsewhere (the runner's ``load_from``), which checks the rest."""
@@ -82,9 +80,9 @@ def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> 
 
 
 def load_weights(model: nn.Module, checkpoint: Any, filename: str, config_name: str) -> None:
-    """Load ``checkpoint`` (``filename`` read whole by :func:`load_local_checkpoint`: weights only, its CRCs and
-    tensor digest checked) into ``model``, after :func:`check_fits`; keys beyond the model (a distiller's
-    ``teacher.*``) are left out, as mmengine's non-strict load leaves them."""
+    """Load ``checkpoint`` (``filename`` read whole by the core's :func:`~jetvit_mm.models.checkpoint.read`: weights
+    only, its CRCs and tensor digest checked) into ``model``, after :func:`check_fits`; keys beyond the model (a
+    distiller's ``teacher.*``) are left out, as mmengine's non-strict load leaves them."""
     from mmengine.model import is_model_wrapper
 
     check_fits(model, checkpoint, filename, config_name)
@@ -188,6 +186,32 @@ def restore_message_hub(checkpoint: Dict[str, Any]) -> None:
     for key, buf in scalars.items():
         if isinstance(buf, dict) and buf.get(PLAIN_BUFFER) is True:
             scalars[key] = HistoryBuffer(buf['log_history'], buf['count_history'], buf['max_length'])
+
+
+@HOOKS.register_module()
+@HOOKS.register_module(name='PlainCheckpointHook')  # its former half, which old configs and checkpoints name
+class CheckpointDigestHook(Hook):
+    """Save each checkpoint so that any weights-only load reads it and a damaged copy is refused: its runner state
+    as plain data (:func:`plain_message_hub`, turned back by :func:`restore_message_hub` when a run loads it), then
+    the digest of its tensors in its meta (``meta['tensor_digest']``, which every load through :mod:`jetvit_mm`
+    checks). Runs last, after any hook that changes what is saved (an EMA's weights). ``JetViTRunner`` adds it to
+    the default hooks (``checkpoint_digest``); declaring it twice does no harm (both steps are idempotent)."""
+
+    priority = 'LOWEST'
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        plain_message_hub(checkpoint)
+        with_digest(checkpoint)
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        restore_message_hub(checkpoint)
+
+
+@HOOKS.register_module()
+class ArchSpecHook(Hook):
+    """Does nothing: the arch spec travels inside the state dict, which is what loading checks. Kept registered so
+    that configs which declare it (``default_hooks.arch_spec`` of the bases before 2026-12-05, copied into user configs
+    and into the config text of checkpoints written then) still build."""
 
 
 def config_of_checkpoint(filename: str, raw: Optional[Dict[str, Any]] = None) -> Config:

@@ -11,7 +11,7 @@ from jetvit_mm.benchmark.planner import GIB, Activations, count_params, measure_
 from jetvit_mm.distill.fsdp2 import shard_units
 from jetvit_mm.dtypes import to_dtype
 
-from .registry import MODELS
+from ..registry import MODELS
 
 
 def config_settings(cfg: Config) -> Dict[str, object]:

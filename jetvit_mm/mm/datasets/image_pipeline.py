@@ -2,7 +2,7 @@
 (:func:`~jetvit_mm.image_checks.check_image_file`: above OpenCV's limits, the file, its size and the limit), and an
 OpenCV error in a step (a 1x4000 image that a keep-ratio ``Resize`` turns into 0 rows) is raised again naming the
 file, its size, the step and, for a keep-ratio resize, the shortest side it needs. Used by the datasets the tools
-build (:func:`~jetvit_mm.mm.data_checks.build_checked_dataset`) and by ``tools/infer.py``."""
+build (:func:`~jetvit_mm.mm.datasets.data_checks.build_checked_dataset`) and by ``tools/infer.py``."""
 import math
 import os.path as osp
 from typing import Any, Optional, Sequence

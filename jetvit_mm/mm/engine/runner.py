@@ -4,14 +4,15 @@ tools build the same one from the config alone.
 
 It is mmengine's :class:`~mmengine.runner.Runner` with:
 
-- the datasets, dataloaders and evaluators built with bad input named (:class:`~jetvit_mm.mm.data_checks.
-  CheckedDataMixin`);
+- the datasets, dataloaders and evaluators built with bad input named
+  (:class:`~jetvit_mm.mm.datasets.data_checks.CheckedDataMixin`);
 - distributed training without a GPU (``--launcher pytorch`` / ``slurm`` on CPU: a gloo process group, DDP without
   device ids), where mmengine's ``init_dist`` assumes CUDA;
 - ``load_from`` and resumed checkpoints read by the core's :func:`~jetvit_mm.models.checkpoint.read` (weights-only
   with the runner's data types allowed, checked, their config text never run), not by mmengine's loader.
 
-:class:`~jetvit_mm.mm.fsdp.FSDP2Runner` (``runner_type = 'FSDP2Runner'``, for an ``FSDP2Wrapper`` model) builds on it.
+:class:`~jetvit_mm.mm.engine.fsdp.FSDP2Runner` (``runner_type = 'FSDP2Runner'``, for an ``FSDP2Wrapper`` model)
+builds on it.
 """
 import os
 import re
@@ -29,8 +30,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from jetvit_mm.models.checkpoint import read
 
-from .checkpoint import allow_runner_checkpoint_types
-from .data_checks import CheckedDataMixin
+from ..checkpoint import allow_runner_checkpoint_types
+from ..datasets.data_checks import CheckedDataMixin
 
 __all__ = ['JetViTRunner', 'init_cpu_process_group']
 
@@ -51,10 +52,8 @@ def init_cpu_process_group(launcher: str) -> None:
     torch.distributed.init_process_group(backend='gloo', init_method='env://')
 
 
-# the checkpoint hooks a JetViTRunner adds to mmengine's default hooks (jetvit_mm/mm/hooks.py), under these names
-JETVIT_DEFAULT_HOOKS = dict(
-    plain_checkpoint=dict(type='PlainCheckpointHook'),
-    checkpoint_digest=dict(type='CheckpointDigestHook'))
+# the checkpoint hook a JetViTRunner adds to mmengine's default hooks (jetvit_mm/mm/checkpoint), under this name
+JETVIT_DEFAULT_HOOKS = dict(checkpoint_digest=dict(type='CheckpointDigestHook'))
 
 
 def local_copy(filename: str) -> str:
@@ -82,9 +81,13 @@ class JetViTRunner(CheckedDataMixin, Runner):
 
     def register_default_hooks(self, hooks: Optional[Dict[str, Any]] = None) -> None:
         """mmengine's default hooks plus this project's (:data:`JETVIT_DEFAULT_HOOKS`: the runner state as plain data,
-        the tensors' digest), merged with the config's
-        ``default_hooks`` as mmengine merges its own: a config's entry replaces one, ``None`` removes it."""
-        super().register_default_hooks({**JETVIT_DEFAULT_HOOKS, **(hooks or {})})
+        the tensors' digest), merged with the config's ``default_hooks`` as mmengine merges its own: a config's entry
+        replaces one, ``None`` removes it (``plain_checkpoint=None`` of a config written for the former second hook:
+        nothing to remove)."""
+        hooks = {**JETVIT_DEFAULT_HOOKS, **(hooks or {})}
+        if 'plain_checkpoint' in hooks and hooks['plain_checkpoint'] is None:
+            del hooks['plain_checkpoint']
+        super().register_default_hooks(hooks)
 
     def setup_env(self, env_cfg: Dict) -> None:
         if self.distributed and not torch.cuda.is_available():

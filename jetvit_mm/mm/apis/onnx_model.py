@@ -7,8 +7,8 @@ from torch import nn
 from jetvit_mm.deploy import ExportModule
 from jetvit_mm.models.jetvit import JetViT
 
-from .launch import read_config
-from .registry import MODELS
+from ..engine.launch import read_config
+from ..registry import MODELS
 
 PARTS = ('model', 'backbone')
 
@@ -39,7 +39,7 @@ def build_export_module(config: str, checkpoint: Optional[str], part: str = 'mod
     if checkpoint is not None:
         from jetvit_mm.models.checkpoint import read
 
-        from .checkpoint import load_weights
+        from ..checkpoint import load_weights
 
         load_weights(model, read(checkpoint).raw, checkpoint, config)
     backbone, head = export_parts(model, part)

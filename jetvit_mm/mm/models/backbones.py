@@ -15,7 +15,7 @@ from jetvit_mm.models import jetvit as core_jetvit
 from jetvit_mm.models import supernet as core_supernet
 from jetvit_mm.models import token_reduction as core_token_reduction
 
-from .registry import MODELS
+from ..registry import MODELS
 
 PRETRAINED_KEYS = ('type', 'checkpoint', 'prefix', 'map_location')
 

@@ -8,9 +8,9 @@ from jetvit_mm.jsonio import atomic_write
 from jetvit_mm.models.checkpoint import read, save
 from jetvit_mm.models.supernet import JetViTSupernet
 
-from .checkpoint import export_config_text
-from .launch import read_config
-from .search_scoring import build_downstream_model, load_downstream_heads, load_supernet
+from ..checkpoint import export_config_text
+from ..engine.launch import read_config
+from ..search.scoring import build_downstream_model, load_downstream_heads, load_supernet
 
 # the student's training switches that a fine-tuning keeps from the distillation config
 TRAINING_SWITCHES = ('grad_checkpointing', )

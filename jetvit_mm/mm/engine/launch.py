@@ -23,7 +23,7 @@ from jetvit_mm.jsonio import write_json_atomic
 from jetvit_mm.models.checkpoint import read
 from jetvit_mm.process_state import set_switch, switch
 
-from .checkpoint import check_checkpoint_fits
+from ..checkpoint import check_checkpoint_fits
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
@@ -137,8 +137,8 @@ def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit
 
 def build_runner(cfg: Config) -> Runner:
     """The runner ``cfg`` names, built as mmseg's and mmdet's own ``tools/train.py`` build it: ``runner_type``
-    (``configs/_base_``: :class:`~jetvit_mm.mm.runner.JetViTRunner`, or ``FSDP2Runner`` next to an FSDP2 wrapper) from
-    mmengine's ``RUNNERS``, else mmengine's ``Runner``."""
+    (``configs/_base_``: :class:`~jetvit_mm.mm.engine.runner.JetViTRunner`, or ``FSDP2Runner`` next to an FSDP2
+    wrapper) from mmengine's ``RUNNERS``, else mmengine's ``Runner``."""
     return RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
 
 

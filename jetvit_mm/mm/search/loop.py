@@ -24,9 +24,9 @@ from jetvit_mm.search.latency import load_or_measure, read_latency_table
 from jetvit_mm.search.run import SearchSettings, open_state, plot_stage, run_stage, start_arch
 from jetvit_mm.search.state import write_json_atomic
 
-from .export import export_hybrid
-from .search_identity import IDENTITY_NAMES, agreed_identity, search_identity, val_content_fingerprint
-from .search_scoring import (
+from ..apis.export import export_hybrid
+from .identity import IDENTITY_NAMES, agreed_identity, search_identity, val_content_fingerprint
+from .scoring import (
     DownstreamScorer,
     config_metric_direction,
     declared_letters,

@@ -39,7 +39,7 @@ from jetvit_mm.models.checkpoint.sharded import (
     verify_shards,
 )
 
-from .registry import HOOKS
+from ..registry import HOOKS
 
 STATE_DICT_TYPES = ('full', 'sharded')
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -115,8 +115,8 @@ def remove_orphan_shards(out_dir: str, keep: str) -> List[str]:
 
 @HOOKS.register_module()
 class FSDP2CheckpointHook(Hook):
-    """Save and load runner checkpoints of an :class:`~jetvit_mm.mm.fsdp.FSDP2Wrapper` model (mode: the wrapper's
-    ``checkpoint``; the collectives run in :class:`~jetvit_mm.mm.fsdp.FSDP2Runner`'s ``save_checkpoint`` on every
+    """Save and load runner checkpoints of an :class:`~jetvit_mm.mm.engine.fsdp.FSDP2Wrapper` model (mode: the wrapper's
+    ``checkpoint``; the collectives run in :class:`~jetvit_mm.mm.engine.fsdp.FSDP2Runner`'s ``save_checkpoint`` on every
     rank). ``tools/train.py`` adds it whenever the model is FSDP2-wrapped; it does nothing otherwise.
 
     Loading takes either kind, and also a single-process checkpoint's weights (``load_from`` / ``--resume``; the
@@ -127,7 +127,7 @@ class FSDP2CheckpointHook(Hook):
 
     @staticmethod
     def _wrapper(runner):
-        wrapper_type = MODEL_WRAPPERS.get('FSDP2Wrapper')  # by registry: jetvit_mm.mm.fsdp imports this module
+        wrapper_type = MODEL_WRAPPERS.get('FSDP2Wrapper')  # by registry: jetvit_mm.mm.engine.fsdp imports this module
         return runner.model if wrapper_type is not None and isinstance(runner.model, wrapper_type) else None
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:

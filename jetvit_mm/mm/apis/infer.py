@@ -5,7 +5,7 @@ the disparity, its raw values as ``.npy`` and a 16-bit PNG (the disparity scaled
 is in the ``.npy``'s values). Models run through mmseg's ``init_model`` / ``inference_model`` (any image size: the
 configs pad test images to the patch grid), in batches. The config may be left out when the checkpoint carries
 one (:func:`~jetvit_mm.mm.checkpoint.config_of_checkpoint`). ``--compare`` and ``--pca`` are
-:mod:`jetvit_mm.mm.infer_compare`.
+:mod:`jetvit_mm.mm.apis.infer_compare`.
 
 Output names never collide (:func:`output_stems`: each input's path below the inputs' common folder) and no file is
 overwritten that this run did not write (:func:`check_outputs_free`: refused before any image is read, unless
@@ -155,7 +155,7 @@ def resolve_config(config: Optional[Union[str, Path]], checkpoint: Optional[str]
     if checkpoint is None:
         raise ValueError('without a config, a checkpoint that carries one is needed: tools/infer.py CHECKPOINT '
                          'IMAGES... or tools/infer.py CONFIG CHECKPOINT IMAGES...')
-    from .checkpoint import config_of_checkpoint
+    from ..checkpoint import config_of_checkpoint
 
     return config_of_checkpoint(checkpoint, weights)
 
@@ -167,7 +167,7 @@ def load_model(config, checkpoint: Optional[str], device: str = 'cpu', weights: 
     pipeline without the annotation loaders."""
     from mmseg.apis import init_model
 
-    from .checkpoint import load_weights
+    from ..checkpoint import load_weights
 
     model = init_model(config if isinstance(config, (str, Path)) else copy.deepcopy(config), None, device=device)
     name = config if isinstance(config, (str, Path)) else config.filename
@@ -186,10 +186,10 @@ def load_model(config, checkpoint: Optional[str], device: str = 'cpu', weights: 
 
 def inference_pipeline(model, name: Optional[str] = None):
     """``model``'s test pipeline for an image in memory (``dict(img=BGR array)``), as a
-    :class:`~jetvit_mm.mm.image_pipeline.CheckedPipeline` whose errors name ``name``."""
+    :class:`~jetvit_mm.mm.datasets.image_pipeline.CheckedPipeline` whose errors name ``name``."""
     from mmengine.dataset import Compose
 
-    from .image_pipeline import CheckedPipeline
+    from ..datasets.image_pipeline import CheckedPipeline
 
     steps = copy.deepcopy(list(model.cfg.test_pipeline))
     steps[0] = dict(steps[0], type='LoadImageFromNDArray')

@@ -10,7 +10,7 @@ embeddings, tokens, final norms, heads) as the root unit. Enable it from a confi
     runner_type = 'FSDP2Runner'
 
 and launch ``torchrun --nproc_per_node=N tools/train.py CONFIG --launcher pytorch`` (gloo on CPU, NCCL on GPU).
-Checkpoints: :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`.
+Checkpoints: :class:`~jetvit_mm.mm.checkpoint.fsdp.FSDP2CheckpointHook`.
 """
 from typing import Dict, List, Optional, Union
 
@@ -24,7 +24,7 @@ from jetvit_mm.distill.fsdp2 import is_meta, materialize_shards, shard_model
 from jetvit_mm.dtypes import LONG, to_dtype
 from jetvit_mm.models.supernet import JetViTSupernet
 
-from .fsdp_checkpoint import STATE_DICT_TYPES, FSDP2CheckpointHook, gather_checkpoint_state
+from ..checkpoint.fsdp import STATE_DICT_TYPES, FSDP2CheckpointHook, gather_checkpoint_state
 from .runner import JetViTRunner
 
 
@@ -38,7 +38,7 @@ class FSDP2Wrapper(nn.Module):
     """Shard ``module`` with FSDP2: one unit per transformer block, the remaining parameters in the root unit.
 
     Args:
-        module: the model (a :class:`~jetvit_mm.mm.distiller.FeatureDistiller`, or any model holding JetViTs).
+        module: the model (a :class:`~jetvit_mm.mm.models.distiller.FeatureDistiller`, or any model holding JetViTs).
         param_dtype: dtype the parameters are all-gathered and computed in (``'bfloat16'``; None: their own).
         reduce_dtype: dtype gradients are reduce-scattered in (``'float32'``).
         cpu_offload: keep the sharded parameters, gradients and optimizer states in CPU memory
@@ -48,9 +48,9 @@ class FSDP2Wrapper(nn.Module):
         check_path: before every training step, check that all ranks hold the same supernet path (a mismatch
             would hang the collectives of the unit whose candidates differ).
         checkpoint: runner checkpoints as a ``'full'`` state dict gathered on rank 0 or ``'sharded'`` through
-            ``torch.distributed.checkpoint`` (:mod:`~jetvit_mm.mm.fsdp_checkpoint`).
+            ``torch.distributed.checkpoint`` (:mod:`~jetvit_mm.mm.checkpoint.fsdp`).
         meta_init: build the model on the meta device and load each rank's shard only (:class:`FSDP2Runner`
-            builds it with :func:`~jetvit_mm.mm.distiller.build_on_meta`; a model given on the meta device is
+            builds it with :func:`~jetvit_mm.mm.models.distiller.build_on_meta`; a model given on the meta device is
             loaded so whatever this says): no rank ever holds the whole model. Parameters that no checkpoint holds
             (e.g. the L mixers' kernel generators) are initialised by their module's ``reset_parameters`` with a
             seed from their name, not from the global random stream.
@@ -117,8 +117,8 @@ class FSDP2Runner(JetViTRunner):
     """The runner for an :class:`FSDP2Wrapper` model (``runner_type = 'FSDP2Runner'`` next to the wrapper in the
     config): the wrapper initialises the weights and syncs them from rank 0 before sharding, where the plain runner
     would broadcast every (sharded) tensor after; its checkpoints go through
-    :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`, registered here. The data checks, CPU set-up and
-    safe loading are :class:`~jetvit_mm.mm.runner.JetViTRunner`'s."""
+    :class:`~jetvit_mm.mm.checkpoint.fsdp.FSDP2CheckpointHook`, registered here. The data checks, CPU set-up and
+    safe loading are :class:`~jetvit_mm.mm.engine.runner.JetViTRunner`'s."""
 
     shards_with_fsdp2 = True
 
@@ -133,7 +133,7 @@ class FSDP2Runner(JetViTRunner):
         if isinstance(model, dict) and self.distributed and wrapper.get('type') == 'FSDP2Wrapper' \
                 and wrapper.get('meta_init') and str(model.get('type')).split('.')[-1] == 'FeatureDistiller':
             # (one process: no wrapper, the model is built in full)
-            from .distiller import build_on_meta
+            from ..models.distiller import build_on_meta
             return build_on_meta(model)
         return super().build_model(model)
 
@@ -151,7 +151,7 @@ class FSDP2Runner(JetViTRunner):
     def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None, save_optimizer: bool = True,
                         save_param_scheduler: bool = True, meta=None, by_epoch: bool = True, backend_args=None):
         """Gather (or write the shards of) the sharded state on every rank, then let rank 0 write the runner's file
-        (mmengine's ``save_checkpoint`` is master-only; :class:`~jetvit_mm.mm.fsdp_checkpoint.FSDP2CheckpointHook`
+        (mmengine's ``save_checkpoint`` is master-only; :class:`~jetvit_mm.mm.checkpoint.fsdp.FSDP2CheckpointHook`
         puts the gathered state in)."""
         if isinstance(self.model, FSDP2Wrapper):
             self.fsdp2_pending = gather_checkpoint_state(self.model, self.optim_wrapper, out_dir, filename,

@@ -1,4 +1,4 @@
-"""What the search loop (:mod:`jetvit_mm.mm.search_loop`) scores with: a trained supernet and its teacher, the
+"""What the search loop (:mod:`jetvit_mm.mm.search.loop`) scores with: a trained supernet and its teacher, the
 downstream model around them, the metric and its direction, the arch scorer over the framework's val dataloader and
 evaluator."""
 import copy
@@ -21,8 +21,8 @@ from jetvit_mm.models.checkpoint import read, strip_prefix
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
 
-from .checkpoint import saved_model_config
-from .registry import METRICS, MODELS
+from ..checkpoint import saved_model_config
+from ..registry import METRICS, MODELS
 
 # Where a metric's direction comes from (True: higher is better), first to last: a metric class that declares a
 # ``higher_is_better`` dict (this project's depth metrics); the config's ``default_hooks.checkpoint`` ``greater_keys``

@@ -52,8 +52,8 @@ def _dataset_class(cfg: dict) -> Any:
 def build_checked_dataset(cfg: dict) -> Any:
     """The dataset of ``cfg`` (a dataloader's ``dataset``), fully initialised as mmengine's runner initialises it;
     refused with :class:`DataInputError` when it has no samples or its annotation file cannot be read; its pipeline
-    a :class:`~jetvit_mm.mm.image_pipeline.CheckedPipeline` (an image it cannot take is named). Dataset wrappers
-    (not a :class:`~mmengine.dataset.BaseDataset`) are built as mmengine builds them."""
+    a :class:`~jetvit_mm.mm.datasets.image_pipeline.CheckedPipeline` (an image it cannot take is named). Dataset
+    wrappers (not a :class:`~mmengine.dataset.BaseDataset`) are built as mmengine builds them."""
     cls = _dataset_class(cfg)
     if not (isinstance(cls, type) and issubclass(cls, BaseDataset)):
         dataset = DATASETS.build(cfg)
@@ -134,8 +134,8 @@ def check_coco_sections(api: Any, what: str, ann_file: Any, needed: Tuple[str, .
 
 class CheckedDataMixin:
     """Builds a runner's dataloaders and evaluators through the checked builders above; mixed into
-    :class:`~jetvit_mm.mm.runner.JetViTRunner` (and so :class:`~jetvit_mm.mm.fsdp.FSDP2Runner`) before mmengine's
-    :class:`~mmengine.runner.Runner`."""
+    :class:`~jetvit_mm.mm.engine.runner.JetViTRunner` (and so :class:`~jetvit_mm.mm.engine.fsdp.FSDP2Runner`) before
+    mmengine's :class:`~mmengine.runner.Runner`."""
 
     @staticmethod
     def build_dataloader(dataloader: Any, seed: Optional[int] = None, diff_rank_seed: bool = False) -> Any:

@@ -12,7 +12,7 @@ from jetvit_mm.distill.fsdp2 import meta_parameters, own_init_modules
 from jetvit_mm.models.checkpoint import fit, read
 from jetvit_mm.models.jetvit import JetViT
 
-from .registry import MODELS
+from ..registry import MODELS
 
 
 @MODELS.register_module()
@@ -115,7 +115,7 @@ class FeatureDistiller(BaseModel):
 def build_on_meta(cfg: dict) -> FeatureDistiller:
     """Build a :class:`FeatureDistiller` config with every parameter on the meta device (no storage) and no
     checkpoint read; the checkpoints are kept for :meth:`FeatureDistiller.meta_state`, which
-    :class:`~jetvit_mm.mm.fsdp.FSDP2Wrapper` loads shard by shard."""
+    :class:`~jetvit_mm.mm.engine.fsdp.FSDP2Wrapper` loads shard by shard."""
     cfg = copy.deepcopy(dict(cfg))
     teacher, student = dict(cfg['teacher']), dict(cfg['student'])
     checkpoints = (teacher.pop('checkpoint', None), student.pop('checkpoint', None))

@@ -1,7 +1,5 @@
-"""Runner hooks: single-path supernet sampling, the runner's state saved as plain data, and the digest of the
-checkpoint's tensors. The last two are declared in every config through
-``configs/_base_/default_runtime.py`` / ``det_runtime.py`` (``default_hooks``), so that mmseg's and mmdet's own
-tools write the same checkpoints as this project's."""
+"""The supernet's training hook: one random single path per iteration (the checkpoint hooks are in
+:mod:`jetvit_mm.mm.checkpoint`)."""
 import json
 import os.path as osp
 from typing import Optional
@@ -10,12 +8,10 @@ from mmengine.dist import broadcast_object_list, is_distributed
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from jetvit_mm.models.checkpoint.integrity import with_digest
 from jetvit_mm.models.supernet import JetViTSupernet
 from jetvit_mm.search import SupernetSampler
 
-from .checkpoint import plain_message_hub, restore_message_hub
-from .registry import HOOKS
+from ..registry import HOOKS
 
 
 def find_supernet(model) -> JetViTSupernet:
@@ -69,40 +65,3 @@ class SupernetSamplerHook(Hook):
             path = osp.join(runner.work_dir, f'supernet_paths.rank{runner.rank}.jsonl')
             with open(path, 'a') as f:
                 f.write(json.dumps(dict(iter=runner.iter, rank=runner.rank, arch=arch)) + '\n')
-
-
-@HOOKS.register_module()
-class ArchSpecHook(Hook):
-    """Does nothing: the arch spec travels inside the state dict, which is what loading checks. Kept registered so
-    that configs which declare it (``default_hooks.arch_spec`` of the bases before 2026-12-05, copied into user configs
-    and into the config text of checkpoints written then) still build."""
-
-
-@HOOKS.register_module()
-class PlainCheckpointHook(Hook):
-    """Save the runner's state as plain data (:func:`~jetvit_mm.mm.checkpoint.plain_message_hub`: the message
-    hub's HistoryBuffers and numpy values as lists and numbers), so that any weights-only ``torch.load`` reads the
-    checkpoint without an allow-list (mmseg's ``init_model``, the inferencers, with no change to mmengine's loaders),
-    and turn it back when a run loads it. Declared in ``configs/_base_``'s ``default_hooks`` (``plain_checkpoint``).
-    """
-
-    priority = 'LOW'
-
-    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        plain_message_hub(checkpoint)
-
-    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        restore_message_hub(checkpoint)
-
-
-@HOOKS.register_module()
-class CheckpointDigestHook(Hook):
-    """Write the digest of every tensor of each saved checkpoint into its meta (``meta['tensor_digest']``), which
-    every load through :mod:`jetvit_mm` checks (:mod:`jetvit_mm.models.checkpoint.integrity`): a file damaged after
-    it was written is refused, naming it. Runs last, after any hook that changes what is saved (an EMA's weights).
-    Declared in ``configs/_base_``'s ``default_hooks`` (``checkpoint_digest``)."""
-
-    priority = 'LOWEST'
-
-    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        with_digest(checkpoint)

@@ -1,0 +1,1 @@
+"""Inference, comparison and export of a trained model (checkpoints, ONNX)."""

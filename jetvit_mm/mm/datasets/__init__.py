@@ -1,0 +1,1 @@
+"""Datasets, pipelines and evaluators built with bad input named."""

@@ -1,0 +1,1 @@
+"""The runners, their launch from the tools, hooks, optimizer constructor, FSDP2 and the memory plan."""

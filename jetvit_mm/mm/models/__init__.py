@@ -1,0 +1,1 @@
+"""The registered models: backbones, necks, heads, the distiller, the token mixers mirrored."""
