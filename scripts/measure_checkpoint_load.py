@@ -22,11 +22,14 @@ REPO = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parents[1]).res
 sys.path.insert(0, str(REPO))
 os.chdir(REPO)
 
-from mmengine.config import Config  # noqa: E402
 from mmseg.apis import init_model  # noqa: E402
 
 import jetvit_mm.mm  # noqa: E402,F401
 
+try:
+    from jetvit_mm.mm.engine.launch import read_config
+except ImportError:  # before mm/ was grouped
+    from jetvit_mm.mm.launch import read_config
 try:
     from jetvit_mm.models.checkpoint import save
 except ImportError:  # before the checkpoint package
@@ -46,7 +49,7 @@ def main() -> None:
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     tmp = Path(tempfile.mkdtemp())
-    cfg = Config.fromfile(str(REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'))
+    cfg = read_config(str(REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'))
     torch.manual_seed(0)
     state = init_model(cfg, None, device='cpu').state_dict()
     checkpoint = tmp / 'probe.pth'

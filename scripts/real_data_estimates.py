@@ -94,8 +94,8 @@ def format_table(stages: Sequence[StageCost]) -> List[str]:
 
 def schedule(config: str) -> Dict[str, int]:
     """The config's iterations, per-GPU batch and validation interval."""
-    from mmengine.config import Config
-    cfg = Config.fromfile(str(REPO / config))
+    from jetvit_mm.mm.engine.launch import read_config
+    cfg = read_config(str(REPO / config))
     return dict(iters=int(cfg.train_cfg.max_iters), batch=int(cfg.train_dataloader.batch_size),
                 val_interval=int(cfg.train_cfg.get('val_interval') or 0))
 
