@@ -65,7 +65,7 @@ def test_a_validation_forward_leaves_the_flex_path_trainable(monkeypatch):
     for key, value in window_flex._CACHE.items():
         assert not any(t.is_inference() for t in cached_tensors(value)), key[0]
     leaf = torch.randn(2, 2, 5 + GRID[0] * GRID[1], 16, requires_grad=True)
-    window_flex.window_major(leaf, GRID, (3, 3), 5).sum().backward()
+    window_flex.window_major(leaf, window_flex.window_token_orders(GRID, (3, 3), 'cpu')[0], 5).sum().backward()
     assert leaf.grad[:, :, 5:].eq(1).all()  # every patch query gathered once
 
 

@@ -195,6 +195,13 @@ TRITON_CASES.update({  # head dims (24: not a power of two, the kernels mask the
 # the squeeze generator's launch over several chunks of D (200 > 64), hidden rows (25) and programs (1800 > 1024 rows)
 TRITON_CASES['head_dim100-squeeze'] = dict(batch=2, prefix=5, rope_mode='numerator', conv='squeeze', focusing=None,
                                            head_dim=100)
+TRITON_CASES.update({  # the Q pass with one grid row per program (16 wide: no idle lane; 13 wide: 3 of 16 idle)
+    f'row_tiles-{grid[0]}x{grid[1]}-p{prefix}-{conv}':
+        dict(batch=2, prefix=prefix, rope_mode='numerator', conv=conv, focusing=None, grid=grid)
+    for grid in ((5, 16), (4, 13)) for prefix in (0, 5) for conv in ('squeeze', 'static')
+})
+TRITON_CASES['row_tiles-bf16'] = dict(batch=2, prefix=5, rope_mode='numerator', conv='squeeze', focusing=None,
+                                      dtype='bf16', grid=(4, 13))
 TRITON_CASES.update({  # bf16 within bf16 rounding; fp16 on an fp32 core
     f'{dtype}-{"focus3" if focusing else "relu"}':
         dict(batch=2, prefix=5, rope_mode='numerator', conv='squeeze', focusing=focusing, dtype=dtype)
@@ -203,24 +210,24 @@ TRITON_CASES.update({  # bf16 within bf16 rounding; fp16 on an fp32 core
 
 
 def triton_case(batch: int, prefix: int, rope_mode: str, conv: str, focusing: Optional[float], head_dim: int = 16,
-                rotate_half: bool = True, dtype: str = 'fp32') -> None:
+                rotate_half: bool = True, dtype: str = 'fp32', grid: Tuple[int, int] = TRITON_GRID) -> None:
     """One case: the mixer with ``kernel='triton'`` against the same mixer on the torch path."""
     dim = HEADS * head_dim
     mixer = linear(prefix, dim=dim, conv=conv, focusing=focusing, rope_numerator=rope_mode != 'off',
                    rotate_half=rotate_half)
     fast = twin(mixer, 'triton')
-    x = tokens(TRITON_GRID, batch, prefix, dim).bfloat16().float()
-    rope = None if rope_mode == 'none' else rope_for(TRITON_GRID, head_dim, rotate_half)
-    ref = run(mixer, x, TRITON_GRID, rope)
+    x = tokens(grid, batch, prefix, dim).bfloat16().float()
+    rope = None if rope_mode == 'none' else rope_for(grid, head_dim, rotate_half)
+    ref = run(mixer, x, grid, rope)
     if dtype == 'fp32':
-        assert_fp32_close(run(fast, x, TRITON_GRID, rope), ref)
+        assert_fp32_close(run(fast, x, grid, rope), ref)
     elif dtype == 'bf16':
-        assert_within_bf16_rounding(run(fast.bfloat16(), x.bfloat16(), TRITON_GRID, rope),
-                                    run(mixer.bfloat16(), x.bfloat16(), TRITON_GRID, rope), ref)
+        assert_within_bf16_rounding(run(fast.bfloat16(), x.bfloat16(), grid, rope),
+                                    run(mixer.bfloat16(), x.bfloat16(), grid, rope), ref)
     else:
-        out = run(fast.half(), x.half(), TRITON_GRID, rope)
+        out = run(fast.half(), x.half(), grid, rope)
         assert out.dtype == torch.float16
-        torch.testing.assert_close(out.float(), run(mixer.half(), x.half(), TRITON_GRID, rope).float(),
+        torch.testing.assert_close(out.float(), run(mixer.half(), x.half(), grid, rope).float(),
                                    rtol=2e-3, atol=2e-3 * ref.abs().max().item())
 
 
@@ -328,13 +335,14 @@ def test_flex_window_attention_merging_the_prefix_keys_by_lse_equals_torch_path(
     from torch.nn.attention import flex_attention as flex
 
     from jetvit_mm.models.mixers.kernels import window_flex
-    from jetvit_mm.models.mixers.kernels.window_flex import flex_window_attention, window_block_mask
+    from jetvit_mm.models.mixers.kernels.window_flex import flex_window_attention as flex_fn
+    from jetvit_mm.models.mixers.kernels.window_flex import window_block_mask, window_token_orders
     from jetvit_mm.models.mixers.window import window_attention
 
     monkeypatch.setattr(window_flex, 'NO_LSE', ())  # the CPU as a GPU: no prefix keys in Flex's key buffer
     window = (min(window_size, grid[0]), min(window_size, grid[1]))
-    mask = window_block_mask(grid, window, prefix, 'cpu')
-    assert mask.seq_lengths[0] == mask.seq_lengths[1]
+    layout = window_block_mask(grid, window, prefix, 'cpu'), window_token_orders(grid, window, 'cpu')
+    assert layout[0].seq_lengths[0] == layout[0].seq_lengths[1]
     qkv = torch.randn(batch, prefix + grid[0] * grid[1], 3 * DIM, generator=torch.Generator().manual_seed(0))
     rope = rope_for(grid, DIM // HEADS) if use_rope else None
     args = (grid, window, HEADS, prefix, rope, True)
@@ -342,7 +350,7 @@ def test_flex_window_attention_merging_the_prefix_keys_by_lse_equals_torch_path(
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='flex_attention called without torch.compile')
         with torch.no_grad():
-            out = flex_window_attention(qkv.to(dtype), *args, mask)
+            out = flex_fn(qkv.to(dtype), *args, *layout)
     if dtype == torch.float32:
         assert_fp32_close(out, ref)
     else:
@@ -351,7 +359,7 @@ def test_flex_window_attention_merging_the_prefix_keys_by_lse_equals_torch_path(
     monkeypatch.setattr(flex, 'flex_attention', dense_flex_attention)
     grad_out = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1))
     grads = {}
-    for name, fn, x in (('flex', lambda x: flex_window_attention(x, *args, mask), qkv.to(dtype)),
+    for name, fn, x in (('flex', lambda x: flex_fn(x, *args, *layout), qkv.to(dtype)),
                         ('torch', lambda x: window_attention(x, *args), qkv.to(dtype)),
                         ('fp32', lambda x: window_attention(x, *args), qkv)):
         x = x.clone().requires_grad_()
@@ -364,6 +372,60 @@ def test_flex_window_attention_merging_the_prefix_keys_by_lse_equals_torch_path(
         fast_err, torch_err = ((grads[k] - grads['fp32']).abs().max().item() for k in ('flex', 'torch'))
         assert fast_err <= torch_err + BF16_EPS * scale, (fast_err, torch_err, scale)
 
+
+
+@pytest.mark.parametrize('prefix', [0, 5])
+@pytest.mark.parametrize('no_lse', [('cpu',), ()], ids=['cpu', 'gpu_formulation'])
+def test_the_flex_path_compiles_to_one_graph_from_its_first_call(monkeypatch, fresh_dynamo, prefix, no_lse):
+    """The 'flex' path's compiled function is one graph from the first call on, with every cache empty before it: its
+    block mask and token orders are built outside and passed in. A lookup inside broke the graph on a first call,
+    and the rotation, the padding and the window-major gather then each wrote their own copy of q, k and v."""
+    from torch._dynamo.testing import CompileCounter
+
+    from jetvit_mm.models.mixers import window as window_module
+    from jetvit_mm.models.mixers.kernels import window_flex
+
+    monkeypatch.setattr(window_flex, 'NO_LSE', no_lse)
+    monkeypatch.setattr(window_flex, '_CACHE', {})
+    counter, shapes = CompileCounter(), set()
+
+    def compiled(fn):
+        graphs = torch.compile(fn, backend=counter, dynamic=False)
+        return lambda qkv, *args: shapes.add(qkv.shape) or graphs(qkv, *args)
+
+    monkeypatch.setattr(window_module, 'compiled', compiled)
+    reference = window(prefix, 4)
+    grid, fast = (6, 10), twin(reference, 'flex')
+    x, rope = tokens(grid, 2, prefix), rope_for(grid, DIM // HEADS)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.filterwarnings('ignore', message='flex_attention called without torch.compile')
+        out = fast(x, grid, rope)
+    assert counter.frame_count == len(shapes), f'{counter.frame_count} graphs, {len(shapes)} input shapes'
+    assert_fp32_close(out, run(reference, x, grid, rope))
+
+
+@needs_compile
+@pytest.mark.integration
+def test_the_compiled_flex_path_leaves_the_prefix_queries_out_of_sdpa(fresh_dynamo):
+    """Compiled by inductor (what the 'flex' path runs), the prefix queries' attention stays the products it is
+    written as: no pattern rewrites it into a scaled_dot_product_attention call (on a GPU its kernels walk all keys
+    with one program per head for these ~5 queries, what the products replaced). One graph, the result the torch
+    path's."""
+    from torch._inductor.utils import run_and_get_code
+
+    from jetvit_mm.models.mixers.kernels.window_flex import flex_window_attention as flex_fn
+    from jetvit_mm.models.mixers.kernels.window_flex import window_block_mask, window_token_orders
+    from jetvit_mm.models.mixers.window import window_attention
+
+    grid, window, prefix = (4, 6), (2, 3), 5
+    qkv = tokens(grid, 1, prefix, 3 * DIM)
+    args = (grid, window, HEADS, prefix, rope_for(grid, DIM // HEADS), True)
+    layout = window_block_mask(grid, window, prefix, 'cpu'), window_token_orders(grid, window, 'cpu')
+    with torch.no_grad():
+        out, codes = run_and_get_code(torch.compile(flex_fn, dynamic=False), qkv, *args, *layout)
+    assert len(codes) == 1
+    assert 'scaled_dot_product' not in codes[0]
+    assert_fp32_close(out, window_attention(qkv, *args))
 
 
 def test_window_attention_operator_passes_torch_opcheck():

@@ -48,3 +48,18 @@ def test_the_kernels_read_a_bf16_rotation_table_for_bf16_inputs(monkeypatch, dty
     fp32_table = rotation_table(rope, 1, True)
     assert len(seen) == 1 and seen[0].dtype == dtype
     assert torch.equal(seen[0], fp32_table.to(dtype))
+
+
+@pytest.mark.parametrize('grid, prefix, depthwise, expected', [
+    ((64, 128), 5, True, (128, 65, True)),  # DINOv3-B at 1024x2048: one 128-token row per program, the prefix apart
+    ((32, 64), 0, True, (64, 32, True)),
+    ((4, 13), 5, True, (16, 5, True)),  # 3 of 16 lanes idle: still whole rows (the interpreter cases run it)
+    ((9, 17), 5, True, (64, 3, False)),  # 15 of 32 idle: fixed 64-token tiles
+    ((37, 37), 5, True, (64, 22, False)),
+    ((64, 512), 5, True, (64, 513, False)),  # wider than ROW_TILE_MAX
+    ((64, 128), 5, False, (64, 129, False)),  # no conv in the kernel: no grid to follow
+])
+def test_the_q_pass_holds_one_grid_row_per_program_where_it_fits(grid, prefix, depthwise, expected):
+    from jetvit_mm.models.mixers.kernels.linear_triton import q_tiles
+
+    assert q_tiles(prefix + grid[0] * grid[1], prefix, grid, depthwise) == expected

@@ -19,7 +19,7 @@ from .kernels import (
 )
 from .kernels.selfcheck import checked_path, mixer_probe
 from .kernels.window_compiled import padded_window_attention
-from .kernels.window_flex import window_block_mask
+from .kernels.window_flex import window_block_mask, window_token_orders
 from .rope import check_num_tokens, rotate_query_key
 from .window_export import fixed_grid_window_attention, masked_window_attention
 from .window_layout import window_key_mask, window_merge, window_partition
@@ -147,10 +147,12 @@ class WindowAttention(TokenMixer):
         window = (min(self.window_size, grid_size[0]), min(self.window_size, grid_size[1]))
         args = (qkv, grid_size, window, self.num_heads, P, rope, self.rotate_half)
         if path == 'flex':
-            block_mask = window_block_mask(grid_size, window, P, qkv.device)  # built once, outside any graph
-            if torch.compiler.is_compiling():  # traced inline; the mask is an input of the caller's graph
-                return flex_window_attention(*args, block_mask)
-            return compiled(flex_window_attention)(*args, block_mask)
+            # built once, outside any graph: inputs of the compiled function (or of the caller's graph)
+            layout = window_block_mask(grid_size, window, P, qkv.device), window_token_orders(grid_size, window,
+                                                                                              qkv.device)
+            if torch.compiler.is_compiling():  # traced inline
+                return flex_window_attention(*args, *layout)
+            return compiled(flex_window_attention)(*args, *layout)
         if path == 'compile':
             padded = padded_window_attention if torch.compiler.is_compiling() else compiled(padded_window_attention)
             return padded(*args)

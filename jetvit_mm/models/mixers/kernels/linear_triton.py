@@ -19,6 +19,9 @@ from .availability import triton_interpreting
 
 BLOCK_N = 64  # tokens per tile of the K/V pass
 BLOCK_M = 64  # tokens per program of the Q pass
+# the Q pass with the conv computed in the kernel: one grid row per program where the row, rounded up to a power of
+# two (at least 16 rows for tl.dot), leaves at most this share of the tile idle and fits ROW_TILE_MAX tokens
+ROW_TILE_IDLE, ROW_TILE_MAX = 0.25, 256
 GENERATOR_BLOCK_IN, GENERATOR_BLOCK_OUT, GENERATOR_TILES = 64, 64, 16  # the squeeze generator's launch
 PROGRAMS_PER_SM = 4  # K/V pass: split the tokens so that the grid fills the GPU this many times over
 CONV_KINDS = ('static', 'squeeze')
@@ -53,6 +56,18 @@ def _splits(batch_heads: int, num_tiles: int, device: torch.device) -> int:
         return min(num_tiles, 2)  # the interpreter: a split, so the partial sums are exercised
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     return max(1, min(num_tiles, -(-PROGRAMS_PER_SM * sms // batch_heads)))
+
+
+def q_tiles(num_tokens: int, num_prefix_tokens: int, grid: Tuple[int, int], depthwise: bool) -> Tuple[int, int, bool]:
+    """The Q pass's tiling: (tokens per program, programs per image and head, whether a program holds one whole grid
+    row). Whole rows where the conv is computed in the kernel and the row fits a power-of-two tile with little idle
+    (:data:`ROW_TILE_IDLE`, :data:`ROW_TILE_MAX`); fixed :data:`BLOCK_M`-token tiles otherwise."""
+    gh, gw = grid
+    block = max(16, 1 << max(gw - 1, 0).bit_length())
+    fits = block <= ROW_TILE_MAX and block - gw <= ROW_TILE_IDLE * block and num_prefix_tokens <= block
+    if depthwise and fits and num_tokens == num_prefix_tokens + gh * gw:
+        return block, gh + (num_prefix_tokens > 0), True
+    return BLOCK_M, -(-num_tokens // BLOCK_M), False
 
 
 def triton_linear_attention(
@@ -173,11 +188,12 @@ def launch_linear_attention(
     if conv is not None and conv.stride(-1) != 1:
         conv = conv.contiguous()
     conv_strides = (conv.stride(0), conv.stride(1)) if conv is not None else (0, 0)
-    _launcher(kernels._q_output)[(bh, -(-N // BLOCK_M))](
+    block_m, programs, row_tiles = q_tiles(N, P, grid, kern is not None)
+    _launcher(kernels._q_output)[(bh, programs)](
         qkv, table if table is not None else dummy, sums, conv if conv is not None else dummy,
         kern if kern is not None else dummy, out, N, D, P, grid[0], grid[1], qkv.stride(0), qkv.stride(1),
-        *conv_strides, stride_kb, out.stride(0), out.stride(1), power, eps, BLOCK_M=BLOCK_M,
-        HAS_CONV=conv is not None, DEPTHWISE=kern is not None, KSIZE=ksize, **flags)
+        *conv_strides, stride_kb, out.stride(0), out.stride(1), power, eps, BLOCK_M=block_m,
+        HAS_CONV=conv is not None, DEPTHWISE=kern is not None, KSIZE=ksize, ROW_TILES=row_tiles, **flags)
     return out, (kern if squeeze else None), mean
 
 

@@ -6,7 +6,9 @@ partial sums to one zeroed buffer with relaxed (unfenced) atomics (no reduction 
 additions, and so the last bits, may vary between runs on a GPU). ``_q_output`` reads Q once and writes
 ``R_i phi(q_i) S / (phi(q_i) z + eps)`` plus the conv term, heads merged: a depthwise ``k x k`` conv of V computed
 in place from V at the ``k * k`` shifted grid positions (zero padding, the prefix tokens skipped) with per-image
-(squeeze) or shared (static) kernels, or a conv term computed beforehand (token-dynamic).
+(squeeze) or shared (static) kernels, or a conv term computed beforehand (token-dynamic). With ``ROW_TILES`` a Q
+program holds one whole grid row (the prefix tokens get a program of their own): its tokens' grid coordinates need no
+division, and each of the ``k * k`` shifted loads reads one contiguous run of a neighbouring grid row.
 RoPE rotates a feature with its partner (the other half, or the other element of its pair), loaded a second time
 from the same cache lines, so no rotated copy is ever written to memory.
 
@@ -101,14 +103,10 @@ def _kv_state(qkv, table, sums, N, D, P, stride_b, stride_n, power, eps,
 
 
 @triton.jit
-def _depthwise(qkv, kern, b, h, rows, cols, col_ok, D, P, N, GH, GW, stride_b, stride_n, stride_kb,
+def _depthwise(qkv, kern, b, h, r, c, is_patch, cols, col_ok, D, P, GH, GW, stride_b, stride_n, stride_kb,
                HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, KSIZE: tl.constexpr):
-    """The depthwise ``KSIZE x KSIZE`` conv of V (zero padding) at the patch tokens of ``rows``, head ``h``: fp32
-    ``[rows, BLOCK_D]``, zero at the prefix rows and beyond ``N``."""
-    patch = rows - P
-    is_patch = (rows >= P) & (rows < N)
-    r = patch // GW
-    c = patch % GW
+    """The depthwise ``KSIZE x KSIZE`` conv of V (zero padding) at the patch tokens at grid rows ``r`` and columns
+    ``c`` where ``is_patch``, head ``h``: fp32 ``[BLOCK_M, BLOCK_D]``, zero elsewhere."""
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     v_base = qkv + b * stride_b + 2 * D + h * HEAD_DIM + cols[None, :]
     k_base = kern + b * stride_kb + (h * HEAD_DIM + cols) * (KSIZE * KSIZE)
@@ -129,14 +127,29 @@ def _q_output(qkv, table, sums, conv, kern, out, N, D, P, GH, GW, stride_b, stri
               stride_kb, stride_ob, stride_on, power, eps,
               HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
               HAS_ROPE: tl.constexpr, ROTATE_HALF: tl.constexpr, FOCUS: tl.constexpr, HAS_CONV: tl.constexpr,
-              DEPTHWISE: tl.constexpr, KSIZE: tl.constexpr, BF16: tl.constexpr, EMULATE: tl.constexpr):
+              DEPTHWISE: tl.constexpr, KSIZE: tl.constexpr, ROW_TILES: tl.constexpr, BF16: tl.constexpr,
+              EMULATE: tl.constexpr):
     bh = tl.program_id(0)
     b = bh // HEADS
     h = bh % HEADS
-    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    lane = tl.arange(0, BLOCK_M)
+    if ROW_TILES:  # program 0: the prefix tokens (if any); then one program per grid row, its GW tokens in order
+        tile = tl.program_id(1) - tl.where(P > 0, 1, 0)
+        start = tl.where(tile < 0, 0, P + tile * GW)
+        rows = start + lane
+        in_tile = lane < tl.where(tile < 0, P, GW)
+        r = tl.zeros([BLOCK_M], dtype=tl.int32) + tile  # the grid row and column, no division
+        c = lane
+        is_patch = in_tile & (tile >= 0)
+    else:
+        rows = tl.program_id(1) * BLOCK_M + lane
+        in_tile = rows < N
+        r = (rows - P) // GW
+        c = (rows - P) % GW
+        is_patch = in_tile & (rows >= P)
     cols = tl.arange(0, BLOCK_D)
     col_ok = cols < HEAD_DIM
-    ok = (rows < N)[:, None] & col_ok[None, :]
+    ok = in_tile[:, None] & col_ok[None, :]
     if ROTATE_HALF:
         partner = (cols + HEAD_DIM // 2) % HEAD_DIM
     else:
@@ -154,11 +167,11 @@ def _q_output(qkv, table, sums, conv, kern, out, N, D, P, GH, GW, stride_b, stri
     s = tl.load(base + cols[:, None] * BLOCK_D + cols[None, :])
     o = _matmul(phi, s, BF16, EMULATE) / (denominator[:, None] + eps)
     if HAS_CONV:
-        patch = ok & (rows >= P)[:, None]
+        patch = is_patch[:, None] & col_ok[None, :]
         c_ptr = conv + b * stride_cb + (rows - P)[:, None] * stride_cn + h * HEAD_DIM + cols[None, :]
         o += tl.load(c_ptr, mask=patch, other=0.0).to(tl.float32)
     if DEPTHWISE:
-        o += _depthwise(qkv, kern, b, h, rows, cols, col_ok, D, P, N, GH, GW, stride_b, stride_n, stride_kb,
+        o += _depthwise(qkv, kern, b, h, r, c, is_patch, cols, col_ok, D, P, GH, GW, stride_b, stride_n, stride_kb,
                         HEAD_DIM, BLOCK_D, BLOCK_M, KSIZE)
     if BF16 and EMULATE:
         o = _round_bf16(o)

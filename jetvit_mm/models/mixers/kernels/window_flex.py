@@ -63,13 +63,22 @@ def _token_orders(grid_size: Tuple[int, int], window: Tuple[int, int],
     return order.to(device), order.argsort(stable=True)[:h * w].to(device)
 
 
-def window_major(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int],
-                 num_prefix_tokens: int) -> torch.Tensor:
-    """The patch rows of ``x`` (``[B, H, P + h * w, C]``) in window-major order, padding slots zero:
-    ``[B, H, windows * slots, C]``, gathered in one pass into a plain 4-D buffer (inductor's CPU Flex template reads
-    the query's underlying buffer as 4-D, which a write through a 5-D window view would not be)."""
+def window_token_orders(grid_size: Tuple[int, int], window: Tuple[int, int],
+                        device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The token orders of :func:`_token_orders` (window-major slot -> patch, patch -> slot), built once per grid,
+    window and device, eagerly, and kept; taken by :func:`flex_window_attention` as an input, so that the function
+    compiles to one graph (a lookup inside it would break the graph on its first call, and the rotation, the
+    padding and the gather would then each write their own copy of q, k and v)."""
+    return _cached('token_orders', _token_orders, tuple(grid_size), tuple(window), torch.device(device))
+
+
+def window_major(x: torch.Tensor, order: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
+    """The patch rows of ``x`` (``[B, H, P + h * w, C]``) in the window-major ``order`` (of
+    :func:`window_token_orders`), padding slots zero: ``[B, H, windows * slots, C]``, gathered in one pass into a
+    plain 4-D buffer (inductor's CPU Flex template reads the query's underlying buffer as 4-D, which a write through a
+    5-D window view would not be)."""
     patches = torch.nn.functional.pad(x[:, :, num_prefix_tokens:], (0, 0, 0, 1))  # one zero row for the padding
-    return patches[:, :, _cached('token_orders', _token_orders, tuple(grid_size), tuple(window), x.device)[0]]
+    return patches[:, :, order]
 
 
 def window_mask_mod(grid_size: Tuple[int, int], window: Tuple[int, int]):
@@ -113,6 +122,16 @@ def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return (q.float() @ k.float().transpose(-2, -1)) * q.shape[-1] ** -0.5
 
 
+def _prefix_queries(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The attention of a few prefix queries to every key, as products over the keys: the weights unnormalised
+    (``exp(s - max)``, multiplied with V in V's dtype) and the sums divided afterwards. No ``softmax``: inductor's
+    attention patterns would turn ``softmax(q k^T) v`` back into a scaled_dot_product_attention call, whose GPU
+    kernels walk every key with one program per head for these few queries."""
+    scores = _scores(q, k)
+    weights = (scores - scores.amax(-1, keepdim=True)).exp()
+    return ((weights.to(v.dtype) @ v).float() / weights.sum(-1, keepdim=True)).to(v.dtype)
+
+
 def flex_window_attention(
         qkv: torch.Tensor,
         grid_size: Tuple[int, int],
@@ -122,9 +141,12 @@ def flex_window_attention(
         rope: Optional[torch.Tensor],
         rotate_half: bool,
         block_mask,
+        token_orders: Tuple[torch.Tensor, torch.Tensor],
 ) -> torch.Tensor:
     """Window attention of ``qkv`` (``[B, N, 3 * D]``) as :func:`~jetvit_mm.models.mixers.window.window_attention`
-    computes it (before ``proj``: ``[B, N, D]``), with FlexAttention and :func:`window_block_mask`."""
+    computes it (before ``proj``: ``[B, N, D]``), with FlexAttention, :func:`window_block_mask` and
+    :func:`window_token_orders`. Compiled, one graph: the rotation, padding and window-major gather of q, k and v one
+    fused pass, the gather back to row-major order and the log-sum-exp merge another, both into their buffers."""
     from torch.nn.attention.flex_attention import AuxRequest, flex_attention
 
     B, N, D3 = qkv.shape
@@ -134,8 +156,9 @@ def flex_window_attention(
         q, k = rotate_query_key(q, k, rope, P, rotate_half)
     out = qkv.new_empty(B, N, num_heads, C)
     if P:  # the prefix queries see every real token
-        out[:, :P] = (_scores(q[:, :, :P], k).softmax(-1).to(v.dtype) @ v).transpose(1, 2)
-    q_win, k_win, v_win = (window_major(t, grid_size, window, P) for t in (q, k, v))
+        out[:, :P] = _prefix_queries(q[:, :, :P], k, v).transpose(1, 2)
+    order, rows = token_orders
+    q_win, k_win, v_win = (window_major(t, order, P) for t in (q, k, v))
     inside = P > 0 and qkv.device.type in NO_LSE  # the prefix keys in Flex's key buffer
     if inside:
         k_win, v_win = torch.cat([k_win, k[:, :, :P]], 2), torch.cat([v_win, v[:, :, :P]], 2)
@@ -143,7 +166,6 @@ def flex_window_attention(
     found = flex_attention(q_win, k_win, v_win, block_mask=block_mask,
                            return_aux=AuxRequest(lse=True) if merge else None)
     patches, lse = (found[0], found[1].lse) if merge else (found, None)
-    rows = _cached('token_orders', _token_orders, tuple(grid_size), tuple(window), qkv.device)[1]
     patches = patches[:, :, rows]  # row-major
     if merge:  # the patch queries' attention to the prefix keys, merged with their windows' by log-sum-exp
         lse, prefix_scores = lse[:, :, rows], _scores(q[:, :, P:], k[:, :, :P])
