@@ -6,6 +6,7 @@ mixer letter, the linear-probe segmentation head, the detection neck (the simple
 configs put on the backbone; mmdet's proposal and RoI heads stay eager) and the DPT depth head; W through the
 torch path (fused by inductor) and through FlexAttention.
 """
+import warnings
 from typing import Sequence
 
 import pytest
@@ -78,6 +79,30 @@ def test_depth_model_compiles_in_one_graph_with_flex_window_attention(fresh_dyna
                                 mixers=default_mixers(W=dict(window_size=2, kernel='flex'),
                                                       L=dict(conv='static', focusing=3.0)))
     compiled_equals_eager(randomize_(model), torch.randn(1, 3, 70, 84))
+
+
+@pytest.mark.parametrize('prefix_keys_in_flex', [True, False], ids=['cpu', 'gpu_formulation'])
+def test_a_model_with_flex_windows_compiles_in_one_graph_from_cold_caches(fresh_dynamo, monkeypatch,
+                                                                          prefix_keys_in_flex):
+    """Compiled before any eager forward, as a deployment script does: W's block masks and token orders are not
+    kept yet and are built inside the graph. An eager build of a missing one broke the graph in every W layer, and
+    a graph once broken stayed so on later calls."""
+    from jetvit_mm.models.mixers import window as window_module
+    from jetvit_mm.models.mixers.kernels import window_flex
+
+    monkeypatch.setattr(window_flex, '_CACHE', {})
+    if not prefix_keys_in_flex:  # the GPU's formulation: Flex runs eagerly on the CPU (a compiled CPU Flex has no LSE)
+        monkeypatch.setattr(window_flex, 'NO_LSE', ())
+        monkeypatch.setattr(window_module, 'compiled', lambda fn: fn)
+        warnings.filterwarnings('ignore', message='flex_attention called without torch.compile')
+    model = randomize_(JetViT('dinov3_vits16', arch='WLFW', embed_dim=32, depth=4, num_heads=2,
+                              mixers=default_mixers(W=dict(window_size=2, kernel='flex'), L=dict(conv='squeeze'))))
+    x = torch.randn(1, 3, 80, 96)
+    with torch.no_grad():
+        out = torch.compile(model, fullgraph=True, backend='inductor' if prefix_keys_in_flex else 'aot_eager')(x)
+        assert not window_flex._CACHE  # nothing was built outside the graph
+        for o, r in zip(out, model(x)):
+            torch.testing.assert_close(o, r, rtol=1e-5, atol=1e-5 * r.abs().max().item())
 
 
 def test_compiled_with_freezing_equals_eager(fresh_dynamo):

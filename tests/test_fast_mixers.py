@@ -374,6 +374,32 @@ def test_flex_window_attention_merging_the_prefix_keys_by_lse_equals_torch_path(
 
 
 
+@pytest.mark.parametrize('grid, window, prefix_keys', [((5, 7), (3, 3), 5), ((4, 9), (4, 4), 0), ((2, 3), (2, 3), 5),
+                                                       ((24, 20), (16, 12), 1), ((40, 40), (16, 16), 0)])
+def test_the_window_block_mask_built_from_its_blocks_is_create_block_masks(grid, window, prefix_keys):
+    """The block mask built from its blocks (index arithmetic, cheap enough to build inside a compiled graph) holds
+    what ``create_block_mask`` finds by evaluating the mask at every query and key: per query block the same partial
+    and full key blocks, and the same query-major copy for the backward."""
+    from torch.nn.attention import flex_attention as flex
+
+    from jetvit_mm.models.mixers.kernels.window_flex import _build_block_mask, _layout, window_mask_mod
+
+    nh, nw, slots = _layout(grid, window)
+    ours = _build_block_mask(grid, window, prefix_keys, torch.device('cpu'))
+    theirs = flex.create_block_mask(window_mask_mod(grid, window), None, None, nh * nw * slots,
+                                    nh * nw * slots + prefix_keys, device='cpu', BLOCK_SIZE=128)
+    assert ours.seq_lengths == theirs.seq_lengths and ours.BLOCK_SIZE == theirs.BLOCK_SIZE
+    for count, indices in (('kv_num_blocks', 'kv_indices'), ('full_kv_num_blocks', 'full_kv_indices'),
+                           ('q_num_blocks', 'q_indices'), ('full_q_num_blocks', 'full_q_indices')):
+        a, b = getattr(ours, count), getattr(theirs, count)
+        assert torch.equal(a, b), count
+        used = torch.arange(getattr(ours, indices).shape[-1]) < a[..., None]
+        assert getattr(ours, indices).shape == getattr(theirs, indices).shape, indices
+        for row_a, row_b, keep in zip(getattr(ours, indices).flatten(0, -2), getattr(theirs, indices).flatten(0, -2),
+                                      used.flatten(0, -2)):
+            assert sorted(row_a[keep].tolist()) == sorted(row_b[keep].tolist()), indices
+
+
 @pytest.mark.parametrize('prefix', [0, 5])
 @pytest.mark.parametrize('no_lse', [('cpu',), ()], ids=['cpu', 'gpu_formulation'])
 def test_the_flex_path_compiles_to_one_graph_from_its_first_call(monkeypatch, fresh_dynamo, prefix, no_lse):

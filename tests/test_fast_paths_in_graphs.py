@@ -1,8 +1,9 @@
 """The fast paths inside a caller's torch.compile (issue #30 items 3 and 4).
 
-- W on FlexAttention: the block mask (and the window-major query order) is built once per grid, window, prefix and
-  device, eagerly, and kept: a second forward reuses it, and a compiled forward neither rebuilds it in its graph nor
-  builds it again (``create_block_mask`` calls counted), whichever of eager and compiled runs first.
+- W on FlexAttention: the block mask (and the window-major token orders) is built once per grid, window, prefix and
+  device and kept: a second forward reuses it, and a compiled forward takes a kept one as an input of its graph. A
+  compiled forward that finds none builds it inside its graph (once, while tracing: no graph break), and keeps
+  nothing (builds of the mask counted).
 - L on Triton: the kernels are the custom op ``jetvit::linear_attention_triton`` (``torch.library.triton_op``); its
   fake implementation gives the output's shape and dtype without running a kernel, and ``torch.compile(fullgraph=True)``
   of a mixer (and a model) set to ``'triton'`` traces that op into its graph, not the torch formula (the graph
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import traceback
 import warnings
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 import torch
@@ -33,17 +34,21 @@ GRID = (3, 5)  # 2 x 3 windows of 2 x 2, the last row and column padded
 
 @pytest.fixture
 def mask_builds(monkeypatch) -> List[tuple]:
-    """Every ``create_block_mask`` call (its query and key lengths), with empty mask caches and dynamo caches."""
-    from torch.nn.attention import flex_attention
+    """Every eager build of W's block mask (its grid), with empty mask caches and dynamo caches. Builds inside a
+    compiled graph are not listed (appending there would be guarded on, and compile the graph again): a graph that
+    builds one holds argsort calls (:func:`graphs`)."""
+    from jetvit_mm.models.mixers.kernels import window_flex
 
     calls = []
-    real = flex_attention.create_block_mask
+    real = window_flex._build_block_mask
 
-    def counting(mask_mod, B, H, Q_LEN, KV_LEN, *args, **kwargs):
-        calls.append((Q_LEN, KV_LEN))
-        return real(mask_mod, B, H, Q_LEN, KV_LEN, *args, **kwargs)
+    def counting(grid_size, *args):
+        if not torch.compiler.is_compiling():
+            calls.append(grid_size)
+        return real(grid_size, *args)
 
-    monkeypatch.setattr(flex_attention, 'create_block_mask', counting)
+    monkeypatch.setattr(window_flex, '_build_block_mask', counting)
+    monkeypatch.setattr(window_flex, '_CACHE', {})
     # the eager Flex path without inductor (FlexAttention's eager fallback: same values, no compile time)
     monkeypatch.setattr(window_module, 'compiled', lambda fn: fn)
     reset_caches()  # a verdict on the compiled Flex path reached by another test does not hold for the eager one
@@ -51,6 +56,23 @@ def mask_builds(monkeypatch) -> List[tuple]:
     yield calls
     reset_caches()
     torch._dynamo.reset()
+
+
+def graphs() -> Tuple[Callable, List[torch.fx.GraphModule]]:
+    """A torch.compile backend that runs each graph as it is and keeps it, and the graphs it was given."""
+    kept = []
+
+    def backend(gm, example_inputs):
+        kept.append(gm)
+        return gm.forward
+
+    return backend, kept
+
+
+def sorts(gms: List[torch.fx.GraphModule]) -> int:
+    """The argsort calls in ``gms``: the token orders and the block mask built in a graph hold them."""
+    return sum(node.target in (torch.argsort, torch.Tensor.argsort) or 'argsort' in str(node.target)
+               for gm in gms for node in gm.graph.nodes)
 
 
 def flex_window(prefix: int = 1) -> WindowAttention:
@@ -70,26 +92,33 @@ def test_a_second_forward_and_a_compiled_forward_reuse_the_block_mask(mask_build
         first = mixer(x, GRID)
         assert len(mask_builds) == 1
         assert torch.equal(mixer(x, GRID), first)
-        compiled = torch.compile(mixer, backend='eager', fullgraph=True)  # the kept mask: no graph break either
+        backend, gms = graphs()
+        compiled = torch.compile(mixer, backend=backend, fullgraph=True)  # the kept mask: no graph break either
         for _ in range(2):
             torch.testing.assert_close(compiled(x, GRID), first, rtol=1e-5, atol=1e-6)
     assert len(mask_builds) == 1, f'the block mask was built again: {mask_builds}'
+    assert len(gms) == 1 and sorts(gms) == 0  # one graph, which takes the kept mask and orders as inputs
 
 
-def test_a_compiled_forward_builds_the_mask_once_outside_its_graph(mask_builds):
+def test_a_compiled_forward_without_a_kept_mask_builds_it_in_its_graph(mask_builds):
+    from jetvit_mm.models.mixers.kernels import window_flex
+
     mixer, x = flex_window(prefix=5), tokens(prefix=5)
+    backend, gms = graphs()
     with torch.inference_mode():
-        compiled = torch.compile(mixer, backend='eager')
+        compiled = torch.compile(mixer, backend=backend, fullgraph=True)  # no graph break for the build
         out = compiled(x, GRID)
         compiled(x, GRID)
-        assert len(mask_builds) == 1
-        reference = mixer(x, GRID)  # eager after compiled: the same kept mask
-    assert len(mask_builds) == 1, f'the block mask was built again: {mask_builds}'
+        assert len(gms) == 1 and sorts(gms) > 0  # one graph, compiled once, that builds the orders and the mask
+        assert not mask_builds and not window_flex._CACHE  # nothing built outside it, nothing kept
+        reference = mixer(x, GRID)  # eager: built and kept
+        mixer(x, GRID)
+    assert mask_builds == [GRID], f'the kept block mask was built again: {mask_builds}'
     torch.testing.assert_close(out, reference, rtol=1e-5, atol=1e-6)
     other = (GRID[0] + 2, GRID[1])  # another grid: one more mask
     with torch.inference_mode():
         mixer(torch.randn(1, 5 + other[0] * other[1], 32), other)
-    assert len(mask_builds) == 2
+    assert mask_builds == [GRID, other]
 
 
 # ----------------------------------------------------------------------------- torch.compile is not torch.export

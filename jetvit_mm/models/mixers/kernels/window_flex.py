@@ -7,7 +7,12 @@ few prefix keys is a small product beside Flex, merged with Flex's by its log-su
 compiled Flex returns no log-sum-exp, the prefix keys follow the windows in Flex's key buffer instead. The patch
 outputs are gathered back to row-major order into the one output buffer. The few prefix queries attend to every real
 token: in Flex they would fill one query block that one program per head walks alone (SDPA's kernels do the same for
-5 queries), so their ``[B, H, P, N]`` scores are a product, softmax and matmul spread over every key.
+5 queries), so their ``[B, H, P, N]`` scores are products spread over every key (no ``softmax`` call, which
+inductor would rewrite into that SDPA call).
+
+The block mask is built from its blocks by index arithmetic (no mask evaluated at every query and key) and, with
+the token orders, kept per grid, window and device; both are inputs of :func:`flex_window_attention`, so that it
+compiles to one graph. In a caller's compiled graph that finds none kept they are built inside the graph.
 """
 from typing import Callable, Dict, Optional, Tuple
 
@@ -22,11 +27,9 @@ CACHE_SIZE = 16  # grids (x windows x device) whose masks and token orders are k
 _CACHE: Dict[tuple, object] = {}  # (builder name, *its arguments) -> what it built, in insertion order
 
 
-@torch.compiler.disable
 def _build_eagerly(name: str, builder: Callable[..., object], *args) -> object:
-    """``builder(*args)`` run eagerly (a graph break inside a caller's torch.compile, taken once per key) and kept in
-    ``_CACHE``; the oldest entry goes beyond ``CACHE_SIZE``. Built as plain tensors (:func:`plain_tensors`): a
-    mask first built under ``inference_mode`` still serves a later backward."""
+    """``builder(*args)`` kept in ``_CACHE``; the oldest entry goes beyond ``CACHE_SIZE``. Built as plain tensors
+    (:func:`plain_tensors`): a mask first built under ``inference_mode`` still serves a later backward."""
     key = (name, *args)
     if key not in _CACHE:
         while len(_CACHE) >= CACHE_SIZE:
@@ -37,11 +40,16 @@ def _build_eagerly(name: str, builder: Callable[..., object], *args) -> object:
 
 
 def _cached(name: str, builder: Callable[..., object], *args) -> object:
-    """What ``builder(*args)`` built, built once per key outside any compiled graph: a kept one is looked up (inside
-    a caller's torch.compile a plain dict read that dynamo resolves while tracing and guards on, so the graph takes
-    its tensors as inputs and builds nothing), a missing one is built eagerly by :func:`_build_eagerly`."""
+    """What ``builder(*args)`` built, kept per key. Inside a caller's torch.compile a kept one is a plain dict read
+    that dynamo resolves while tracing (the graph takes its tensors as inputs), and a missing one is built in the
+    graph: a few small index operations, where an eager build would break the graph (and the graph, once broken,
+    stays broken on later calls)."""
     found = _CACHE.get((name, *args))
-    return found if found is not None else _build_eagerly(name, builder, *args)
+    if found is not None:
+        return found
+    if torch.compiler.is_compiling():
+        return builder(*args)
+    return _build_eagerly(name, builder, *args)
 
 
 def _layout(grid_size: Tuple[int, int], window: Tuple[int, int]) -> Tuple[int, int, int]:
@@ -50,25 +58,32 @@ def _layout(grid_size: Tuple[int, int], window: Tuple[int, int]) -> Tuple[int, i
     return -(-h // wh), -(-w // ww), -(-wh * ww // BLOCK) * BLOCK
 
 
+def _slot_patches(grid_size: Tuple[int, int], window: Tuple[int, int], device: torch.device) -> torch.Tensor:
+    """For each window-major slot the row-major patch it holds (padding slots: ``h * w``, one past the last), made
+    on ``device``."""
+    (h, w), (wh, ww) = grid_size, window
+    nh, nw, slots = _layout(grid_size, window)
+    index = torch.arange(nh * nw * slots, device=device)
+    win, pos = index // slots, index % slots
+    row = (win // nw) * wh + pos // ww
+    col = (win % nw) * ww + pos % ww
+    return torch.where((pos < wh * ww) & (row < h) & (col < w), row * w + col, h * w)
+
+
 def _token_orders(grid_size: Tuple[int, int], window: Tuple[int, int],
                   device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
     """For each window-major slot the row-major patch it holds (padding slots: one past the last patch), and for each
-    row-major patch the slot that holds it."""
-    (h, w), (wh, ww) = grid_size, window
-    nh, nw, slots = _layout(grid_size, window)
-    win, pos = torch.arange(nh * nw * slots).div(slots, rounding_mode='floor'), torch.arange(nh * nw * slots) % slots
-    row = (win // nw) * wh + pos // ww
-    col = (win % nw) * ww + pos % ww
-    order = torch.where((pos < wh * ww) & (row < h) & (col < w), row * w + col, h * w)
-    return order.to(device), order.argsort(stable=True)[:h * w].to(device)
+    row-major patch the slot that holds it, made on ``device``. The second is a sort of the first: written as index
+    arithmetic, inductor's CPU code generation fuses it into the gather back and fails (torch 2.14)."""
+    order = _slot_patches(grid_size, window, device)
+    return order, order.argsort(stable=True)[:grid_size[0] * grid_size[1]]
 
 
 def window_token_orders(grid_size: Tuple[int, int], window: Tuple[int, int],
                         device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The token orders of :func:`_token_orders` (window-major slot -> patch, patch -> slot), built once per grid,
-    window and device, eagerly, and kept; taken by :func:`flex_window_attention` as an input, so that the function
-    compiles to one graph (a lookup inside it would break the graph on its first call, and the rotation, the
-    padding and the gather would then each write their own copy of q, k and v)."""
+    """The token orders of :func:`_token_orders` (window-major slot -> patch, patch -> slot), kept per grid, window
+    and device (:func:`_cached`); taken by :func:`flex_window_attention` as an input, so that the function compiles
+    to one graph with the rotation, the padding and the gather of q, k and v in one pass."""
     return _cached('token_orders', _token_orders, tuple(grid_size), tuple(window), torch.device(device))
 
 
@@ -101,19 +116,43 @@ def window_mask_mod(grid_size: Tuple[int, int], window: Tuple[int, int]):
 def window_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
                       device: torch.device):
     """The BlockMask of :func:`window_mask_mod`, the patch queries against the window-major keys, followed by the
-    prefix keys on the devices in :data:`NO_LSE`: built once per grid, window, prefix and device, eagerly (never
-    inside a compiled graph), and kept."""
+    prefix keys on the devices in :data:`NO_LSE`: kept per grid, window, prefix and device (:func:`_cached`)."""
     device = torch.device(device)
     return _cached('block_mask', _build_block_mask, tuple(grid_size), tuple(window),
                    num_prefix_tokens if device.type in NO_LSE else 0, device)
 
 
 def _build_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], prefix_keys: int, device: torch.device):
-    from torch.nn.attention import flex_attention as flex
+    """:func:`window_mask_mod`'s BlockMask built from its blocks (what ``create_block_mask`` finds by evaluating the
+    mask at every query and key, ``(h * w)^2`` of them): a query block sees its window's key blocks, full where all
+    of a block's keys are real patches, partial where some are padding; the prefix keys' block, if any, partial. In
+    a compiled graph without autograd the query-major copy (for the backward) is left out."""
+    from torch.nn.attention.flex_attention import BlockMask
 
+    h, w = grid_size
     nh, nw, slots = _layout(grid_size, window)
-    return flex.create_block_mask(window_mask_mod(grid_size, window), None, None, nh * nw * slots,
-                                  nh * nw * slots + prefix_keys, device=device, BLOCK_SIZE=BLOCK)
+    per, q_blocks = slots // BLOCK, nh * nw * slots // BLOCK
+    real = (_slot_patches(grid_size, window, device) < h * w).reshape(q_blocks, BLOCK)
+    full, partial = real.all(1), real.any(1) & ~real.all(1)
+    seen = (torch.arange(q_blocks, device=device) // per * per)[:, None] + torch.arange(per, device=device)
+    full, partial = full[seen], partial[seen]  # [query blocks, the window's key blocks]
+    if prefix_keys:
+        seen = torch.cat([seen, seen.new_full((q_blocks, 1), q_blocks)], 1)
+        full, partial = torch.cat([full, full.new_zeros(q_blocks, 1)], 1), torch.cat([partial, partial.new_ones(
+            q_blocks, 1)], 1)
+
+    kv_blocks = q_blocks + (prefix_keys > 0)
+
+    def packed(flags: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(count, indices: the flagged first), one index column per key block (Flex's check of the mask's size)."""
+        first = torch.argsort((~flags).to(torch.uint8), dim=1, stable=True)
+        indices = torch.nn.functional.pad(seen.gather(1, first), (0, kv_blocks - seen.shape[1]))
+        return flags.sum(1).to(torch.int32)[None, None], indices.to(torch.int32)[None, None].contiguous()
+
+    return BlockMask.from_kv_blocks(*packed(partial), *packed(full), BLOCK_SIZE=BLOCK,
+                                    mask_mod=window_mask_mod(grid_size, window),
+                                    seq_lengths=(nh * nw * slots, nh * nw * slots + prefix_keys),
+                                    compute_q_blocks=not torch.compiler.is_compiling() or torch.is_grad_enabled())
 
 
 def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -128,7 +167,7 @@ def _prefix_queries(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     attention patterns would turn ``softmax(q k^T) v`` back into a scaled_dot_product_attention call, whose GPU
     kernels walk every key with one program per head for these few queries."""
     scores = _scores(q, k)
-    weights = (scores - scores.amax(-1, keepdim=True)).exp()
+    weights = (scores - scores.amax(-1, keepdim=True).detach()).exp()  # the result does not depend on the shift
     return ((weights.to(v.dtype) @ v).float() / weights.sum(-1, keepdim=True)).to(v.dtype)
 
 
