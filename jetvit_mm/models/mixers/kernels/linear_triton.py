@@ -193,7 +193,8 @@ def launch_linear_attention(
         qkv, table if table is not None else dummy, sums, conv if conv is not None else dummy,
         kern if kern is not None else dummy, out, N, D, P, grid[0], grid[1], qkv.stride(0), qkv.stride(1),
         *conv_strides, stride_kb, out.stride(0), out.stride(1), power, eps, BLOCK_M=block_m,
-        HAS_CONV=conv is not None, DEPTHWISE=kern is not None, KSIZE=ksize, ROW_TILES=row_tiles, **flags)
+        HAS_CONV=conv is not None, DEPTHWISE=kern is not None, KSIZE=ksize, ROW_TILES=row_tiles,
+        num_warps=max(4, block_m // 16), **flags)  # a warp per 16 rows: as many registers per thread at any tile
     return out, (kern if squeeze else None), mean
 
 
