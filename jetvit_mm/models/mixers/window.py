@@ -147,9 +147,9 @@ class WindowAttention(TokenMixer):
         window = (min(self.window_size, grid_size[0]), min(self.window_size, grid_size[1]))
         args = (qkv, grid_size, window, self.num_heads, P, rope, self.rotate_half)
         if path == 'flex':
-            # built once, outside any graph: inputs of the compiled function (or of the caller's graph)
-            layout = window_block_mask(grid_size, window, P, qkv.device), window_token_orders(grid_size, window,
-                                                                                              qkv.device)
+            # kept per grid: inputs of the compiled function; in a caller's graph that finds none kept, built there
+            layout = (window_block_mask(grid_size, window, P, qkv.device),
+                      window_token_orders(grid_size, window, qkv.device))
             if torch.compiler.is_compiling():  # traced inline
                 return flex_window_attention(*args, *layout)
             return compiled(flex_window_attention)(*args, *layout)

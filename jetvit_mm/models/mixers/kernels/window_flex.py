@@ -133,14 +133,14 @@ def _build_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], prefi
     nh, nw, slots = _layout(grid_size, window)
     per, q_blocks = slots // BLOCK, nh * nw * slots // BLOCK
     real = (_slot_patches(grid_size, window, device) < h * w).reshape(q_blocks, BLOCK)
-    full, partial = real.all(1), real.any(1) & ~real.all(1)
+    full = real.all(1)
+    partial = real.any(1) & ~full
     seen = (torch.arange(q_blocks, device=device) // per * per)[:, None] + torch.arange(per, device=device)
     full, partial = full[seen], partial[seen]  # [query blocks, the window's key blocks]
-    if prefix_keys:
+    if prefix_keys:  # one more key block for every query block: the prefix keys', partial
         seen = torch.cat([seen, seen.new_full((q_blocks, 1), q_blocks)], 1)
-        full, partial = torch.cat([full, full.new_zeros(q_blocks, 1)], 1), torch.cat([partial, partial.new_ones(
-            q_blocks, 1)], 1)
-
+        full = torch.cat([full, full.new_zeros(q_blocks, 1)], 1)
+        partial = torch.cat([partial, partial.new_ones(q_blocks, 1)], 1)
     kv_blocks = q_blocks + (prefix_keys > 0)
 
     def packed(flags: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
