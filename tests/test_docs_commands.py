@@ -1,4 +1,4 @@
-"""The documents' command blocks run as written: README.md and docs/pipeline.md.
+"""The documents' command blocks run as written: README.md and every page of docs/ (DOCS).
 
 Every ```bash / ```sh block of these files carries a marker in the HTML comment right before its fence:
 ``<!-- doc-test: run NAME -->`` (the blocks of one NAME are one shell script, in document order: checked to chain,
@@ -20,7 +20,26 @@ import pytest
 
 from .conftest import HANG_GUARD_S, REPO
 
-DOCS = ('README.md', 'docs/pipeline.md')
+#: Every page whose blocks are checked: the README and each page of docs/ (docs/raw/ is the run history).
+DOCS = ('README.md',) + tuple(sorted(f'docs/{p.name}' for p in (REPO / 'docs').glob('*.md')))
+#: The blocks the README held before issue 47 moved most of them to docs/: (marker kind, the block's first line).
+#: Each must still be a block of a page in DOCS with the same kind of marker (run and static blocks run / chain as
+#: before; tests below name the pages they are on).
+FORMER_README_BLOCKS: Tuple[Tuple[str, str], ...] = (
+    ('skip', 'make demo   # installs into .venv (first time ~10 min: mmcv is compiled once), then runs the main job'),
+    ('static', 'python tools/pipeline.py configs/jetvit/dinov3_base_cityscapes.py --work-dir work_dirs/cityscapes_b '
+               '\\'),
+    ('run', 'T=/ckpts/dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth   # official, timm or Hugging Face format'),
+    ('skip', 'python tools/infer.py HYBRID.pth img.png folder/ --out-dir out/                 '
+             '# <name>_seg.png, <name>_overlay.png'),
+    ('skip', 'python tools/export_onnx.py CONFIG CHECKPOINT --out model.onnx   # checked in onnxruntime against torch'),
+    ('skip', '.venv/bin/python tools/benchmark.py models --model dinov3_vitb16 --arch teacher --arch 2F '
+             '--arch all-L \\'),
+)
+#: The run / static scripts the tests below name: the step-by-step blocks of docs/pipeline.md.
+SHORT_STEPS = ('docs/pipeline.md', 'short-steps')
+SEG_STEPS = ('docs/pipeline.md', 'seg-steps')
+DEPTH_STEPS = ('docs/pipeline.md', 'depth-steps')
 MARKER = re.compile(r'^<!--\s*doc-test:\s*(run|static|skip)\b:?\s*(.*?)\s*-->$')
 FENCE = re.compile(r'^```(bash|sh)\s*$')
 
@@ -137,15 +156,29 @@ def test_every_shell_block_is_marked():
     assert all(b.name for b in all_blocks()), 'every marker names its script (run / static) or its reason (skip)'
 
 
+def test_every_docs_page_is_checked():
+    """Each page of docs/ and the README is in DOCS, so no page's commands go unchecked."""
+    pages = {'README.md'} | {f'docs/{p.name}' for p in (REPO / 'docs').glob('*.md')}
+    assert pages == set(DOCS)
+
+
+def test_former_readme_blocks_still_marked():
+    """Every command block the README held before its split is a block of a DOCS page with the same marker kind."""
+    blocks = all_blocks()
+    for kind, first in FORMER_README_BLOCKS:
+        found = [b for b in blocks if b.text.splitlines()[0].rstrip() == first]
+        assert found, f'no block in {DOCS} starts with {first!r}'
+        assert any(b.kind == kind for b in found), f'{first!r}: marked {[b.kind for b in found]}, was {kind}'
+
+
 def test_documented_chains_hold():
     found = scripts(all_blocks())
-    assert {('README.md', 'readme-steps'), ('docs/pipeline.md', 'seg-steps')} <= set(found)
+    assert {SHORT_STEPS, SEG_STEPS, DEPTH_STEPS, ('README.md', 'readme_one_command')} <= set(found)
     for (doc, name), text in found.items():
         assert chain_errors(text) == [], f'{doc}, {name}'
 
 
-@pytest.mark.parametrize('key', [('README.md', 'readme-steps'), ('docs/pipeline.md', 'seg-steps'),
-                                 ('docs/pipeline.md', 'depth-steps')], ids=['readme', 'pipeline', 'depth'])
+@pytest.mark.parametrize('key', [SHORT_STEPS, SEG_STEPS, DEPTH_STEPS], ids=['short', 'pipeline', 'depth'])
 def test_a_removed_work_dir_breaks_the_chain(key):
     text = scripts(all_blocks())[key]
     assert chain_errors(text) == []
@@ -158,7 +191,8 @@ def test_no_training_checkpoint_named_by_iteration():
     for b in all_blocks():
         if b.kind != 'skip':
             assert not re.search(r'iter_\d+\.pth', b.text), f'{b.doc}:{b.line}'
-    assert 'iter_40000' not in (REPO / 'README.md').read_text()
+    for doc in DOCS:
+        assert 'iter_40000' not in (REPO / doc).read_text(), doc
 
 
 def test_substitutions_apply():
@@ -185,8 +219,7 @@ def toy_inputs(tmp_path_factory) -> Tuple[Path, Path]:
                                                                                                   'val': 2}, seed=0)
 
 
-@pytest.mark.parametrize('key', [('README.md', 'readme-steps'), ('docs/pipeline.md', 'seg-steps')],
-                         ids=['readme', 'pipeline'])
+@pytest.mark.parametrize('key', [SHORT_STEPS, SEG_STEPS], ids=['short', 'pipeline'])
 @pytest.mark.integration
 def test_segmentation_chain_runs_as_written(key, toy_inputs, tmp_path):
     teacher, data = toy_inputs
@@ -203,7 +236,7 @@ def test_segmentation_chain_runs_as_written(key, toy_inputs, tmp_path):
     proc = subprocess.run(['bash', str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=HANG_GUARD_S)
     assert proc.returncode == 0, f'{key} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}'
-    work = 'wd' if key[0] == 'README.md' else 'work_dirs'
+    work = 'wd' if key == SHORT_STEPS else 'work_dirs'
     arch = (tmp_path / work / 'search' / 'best_arch_step2.txt').read_text().strip()
     assert len(arch) == 4 and set(arch) <= set('LWF')
     assert (tmp_path / work / 'probe_hybrid' / 'last_checkpoint').is_file()

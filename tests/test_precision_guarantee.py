@@ -1,5 +1,5 @@
-"""The precision guarantee the README states: bf16 and fp32 run as asked; fp16 inputs run the L core in fp32, since
-``phi(q) z`` (a sum over every token) can exceed fp16's range."""
+"""The precision guarantee docs/guarantees.md states: bf16 and fp32 run as asked; fp16 inputs run the L core in fp32,
+since ``phi(q) z`` (a sum over every token) can exceed fp16's range."""
 import pytest
 import torch
 
