@@ -52,7 +52,7 @@ def test_a_validation_forward_leaves_the_flex_path_trainable(monkeypatch):
     step saves for backward from the kept tensors. FlexAttention has no backward on the CPU, so its block mask is
     checked to hold plain tensors, and the window-major gather (the same cache: its index is saved for backward)
     runs its backward. FlexAttention runs eagerly here (no compile time)."""
-    monkeypatch.setattr(window_module, 'compiled', lambda fn: fn)
+    monkeypatch.setattr(window_module, 'compiled', lambda fn, shape=None: fn)
     torch.manual_seed(0)
     mixer = WindowAttention(32, 2, num_prefix_tokens=5, window_size=3, kernel='flex').eval()
     x = torch.randn(2, 5 + GRID[0] * GRID[1], 32)

@@ -93,7 +93,7 @@ def test_a_model_with_flex_windows_compiles_in_one_graph_from_cold_caches(fresh_
     monkeypatch.setattr(window_flex, '_CACHE', {})
     if not prefix_keys_in_flex:  # the GPU's formulation: Flex runs eagerly on the CPU (a compiled CPU Flex has no LSE)
         monkeypatch.setattr(window_flex, 'NO_LSE', ())
-        monkeypatch.setattr(window_module, 'compiled', lambda fn: fn)
+        monkeypatch.setattr(window_module, 'compiled', lambda fn, shape=None: fn)
         warnings.filterwarnings('ignore', message='flex_attention called without torch.compile')
     model = randomize_(JetViT('dinov3_vits16', arch='WLFW', embed_dim=32, depth=4, num_heads=2,
                               mixers=default_mixers(W=dict(window_size=2, kernel='flex'), L=dict(conv='squeeze'))))

@@ -415,7 +415,7 @@ def test_the_flex_path_compiles_to_one_graph_from_its_first_call(monkeypatch, fr
     monkeypatch.setattr(window_flex, '_CACHE', {})
     counter, shapes = CompileCounter(), set()
 
-    def compiled(fn):
+    def compiled(fn, shape=None):
         graphs = torch.compile(fn, backend=counter, dynamic=False)
         return lambda qkv, *args: shapes.add(qkv.shape) or graphs(qkv, *args)
 

@@ -50,7 +50,7 @@ def mask_builds(monkeypatch) -> List[tuple]:
     monkeypatch.setattr(window_flex, '_build_block_mask', counting)
     monkeypatch.setattr(window_flex, '_CACHE', {})
     # the eager Flex path without inductor (FlexAttention's eager fallback: same values, no compile time)
-    monkeypatch.setattr(window_module, 'compiled', lambda fn: fn)
+    monkeypatch.setattr(window_module, 'compiled', lambda fn, shape=None: fn)
     reset_caches()  # a verdict on the compiled Flex path reached by another test does not hold for the eager one
     torch._dynamo.reset()
     yield calls

@@ -1,6 +1,7 @@
 """The fast kernels' self-check (issue #30 item 2): the first run of a fast path on a device and dtype is compared
-with the torch path on a small input; a kernel that raises or computes wrongly warns once, naming kernel, device and
-error, and that device keeps the torch path (the results stay the reference's); a correct kernel passes silently."""
+with the torch path on an input of the call's shape; a kernel that raises or computes wrongly warns once, naming
+kernel, device and error, and that device keeps the torch path (the results stay the reference's); a correct kernel
+passes silently."""
 import warnings
 
 import pytest
@@ -46,7 +47,7 @@ def inputs(dtype=torch.float32):
 
 def uncompiled(monkeypatch, module):
     """The 'compile' path without the compiler (the broken formulation runs as it is: no compile time)."""
-    monkeypatch.setattr(module, 'compiled', lambda fn: fn)
+    monkeypatch.setattr(module, 'compiled', lambda fn, shape=None: fn)
 
 
 def test_a_raising_kernel_warns_once_and_the_device_keeps_the_torch_path(monkeypatch):

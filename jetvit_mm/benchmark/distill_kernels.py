@@ -21,10 +21,9 @@ import torch
 
 from jetvit_mm.benchmark.archs import DISTILL_KERNEL_ARCHS, resolve_arch
 from jetvit_mm.benchmark.distill import build_distiller
-from jetvit_mm.benchmark.kernel_check import set_kernels_
+from jetvit_mm.benchmark.kernel_check import mixer_paths, set_kernels_
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
 from jetvit_mm.distill.distiller import Distiller
-from jetvit_mm.models.mixers import LinearAttention, WindowAttention
 from jetvit_mm.models.teachers import teacher_depth
 
 VARIANTS = ('torch', 'fast')
@@ -53,13 +52,13 @@ def step_fn(distiller: Distiller, optimizer: torch.optim.Optimizer, images: torc
 
 
 def resolved_paths(model: torch.nn.Module) -> Dict[str, List[str]]:
-    """The paths the L and W mixers of ``model`` resolved with grad enabled (sorted, per mixer kind; empty where
-    none was cached, e.g. inside a compiled graph)."""
+    """The paths the L and W mixers of ``model`` ran with grad enabled, the self-check verdicts read (``'torch'``
+    where one sent a mixer back; sorted, per mixer kind; empty where none was cached, e.g. inside a compiled
+    graph)."""
     paths = {'L': set(), 'W': set()}
-    for module in model.modules():
-        if isinstance(module, (LinearAttention, WindowAttention)):
-            kind = 'L' if isinstance(module, LinearAttention) else 'W'
-            paths[kind].update(path for key, path in module._kernel_paths.items() if key[3])
+    for letter, path, grad in mixer_paths(model):
+        if grad:
+            paths[letter].add(path)
     return {kind: sorted(found) for kind, found in paths.items()}
 
 

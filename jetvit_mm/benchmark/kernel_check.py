@@ -7,7 +7,9 @@ Cases: L ``'triton'`` and ``'compile'`` for every conv variant, both RoPE layout
 grid, batch 1 and 3; W ``'flex'`` and ``'compile'`` over the same axes; a whole 2F model on ``'auto'`` against the
 torch paths. Backward (``-grad`` cases): the input's gradient for one fixed output gradient, by the same rule without
 the four-spacing cap (the bf16 qkv Linear's backward alone rounds it by several spacings), on the paths that train
-(L ``'triton'``, W ``'flex'`` on CUDA) around one base case, and the whole model. Pure torch + timm.
+(L ``'triton'``, W ``'flex'`` on CUDA) around one base case, and the whole model. The production cases
+(:func:`production_cases`, the device check's first phase): the training kernels at DINOv3-B's 1024x2048 shape,
+forward and backward, then the 2F model's forward, gradient and autocast training step, in bf16. Pure torch + timm.
 
 A case passes only if its fast path ran: each starts afresh (:func:`fresh_state`), and fails when a mixer resolved
 another path (:func:`path_problems`), a self-check fell back to the torch path, dynamo logged a warning (its
@@ -16,6 +18,7 @@ run with TF32 off (:func:`tf32_off`).
 """
 import contextlib
 import copy
+import functools
 import logging
 import time
 import traceback
@@ -54,12 +57,41 @@ class Case:
     conv: str = 'squeeze'
     grid: Tuple[int, int] = (9, 17)
     grad: bool = False  # compare the input's gradient (the backward kernels), not the output
+    heads: int = 4
+    head_dim: int = 16
+    autocast: bool = False  # fp32 weights and input under torch.autocast(dtype) (mmengine's AMP, the bf16 step)
 
     @property
     def name(self) -> str:
         conv = f'-{self.conv}' if self.mixer == 'L' else ''
+        width = f'-h{self.heads}x{self.head_dim}' if (self.heads, self.head_dim) != (4, 16) else ''
         return (f'{self.mixer}-{self.kernel}-{self.dtype}-p{self.prefix}-b{self.batch}-{self.rope}{conv}'
-                f'-{self.grid[0]}x{self.grid[1]}{"-grad" if self.grad else ""}')
+                f'-{self.grid[0]}x{self.grid[1]}{width}{"-autocast" if self.autocast else ""}'
+                f'{"-grad" if self.grad else ""}')
+
+
+# the shape the fast paths are deployed at: DINOv3-B at 1024x2048 (a 64x128 grid, 5 prefix tokens, 12 heads of 64);
+# quick (the CPU dry run): a small grid, narrow heads
+PRODUCTION = dict(grid=(64, 128), heads=12, head_dim=64, prefix=5, batch=1)
+PRODUCTION_QUICK = dict(grid=(8, 16), heads=2, head_dim=16, prefix=5, batch=1)
+
+
+def production_cases(device_type: str, quick: bool = False) -> List[Case]:
+    """What settles the most in the fewest seconds, in bf16: each training kernel (L ``'triton'``, W ``'flex'``;
+    the CPU's ``'compile'`` paths in their place, forward only) at the production shape (:data:`PRODUCTION`; the
+    kernels' production tiles) forward and backward, then the 2F model on ``'auto'``: forward, gradient, and the
+    gradient of one training step under autocast over fp32 weights."""
+    shape = PRODUCTION_QUICK if quick else PRODUCTION
+    found = []
+    for mixer, names in (('L', ('torch', 'compile', 'triton')), ('W', ('torch', 'compile', 'flex'))):
+        kernels = [k for k in available_kernels(names, device_type) if k != 'torch']
+        trains = training_kernels(mixer, kernels, device_type)
+        for kernel in trains or kernels[-1:]:
+            found.append(Case(mixer, kernel, 'bf16', **shape))
+            found += [Case(mixer, kernel, 'bf16', grad=True, **shape)] if kernel in trains else []
+    model = dict(grid=(12, 20))
+    return found + [Case('model', 'auto', 'bf16', **model), Case('model', 'auto', 'bf16', grad=True, **model),
+                    Case('model', 'auto', 'bf16', grad=True, autocast=True, **model)]
 
 
 def training_kernels(mixer: str, kernels: List[str], device_type: str) -> List[str]:
@@ -137,9 +169,10 @@ def rope_table(grid: Tuple[int, int], head_dim: int, layout: str) -> Optional[to
     return RotaryEmbeddingDinoV3(head_dim, temperature=100, rotate_half=layout == 'rotate_half').get_embed(shape=grid)
 
 
-def build_mixer_pair(case: Case, dim: int = 64, heads: int = 4) -> Tuple[nn.Module, nn.Module]:
+def build_mixer_pair(case: Case) -> Tuple[nn.Module, nn.Module]:
     """The mixer on the torch path and the same weights on ``case.kernel``."""
-    common = dict(dim=dim, num_heads=heads, num_prefix_tokens=case.prefix, rotate_half=case.rope != 'interleaved')
+    common = dict(dim=case.heads * case.head_dim, num_heads=case.heads, num_prefix_tokens=case.prefix,
+                  rotate_half=case.rope != 'interleaved')
     if case.mixer == 'L':
         make = lambda kernel: LinearAttention(**common, conv=case.conv, kernel=kernel)  # noqa: E731
     else:
@@ -172,12 +205,13 @@ def build_model_pair(case: Case) -> Tuple[nn.Module, nn.Module]:
 
 
 def compare(out: torch.Tensor, torch_out: torch.Tensor, ref_fp32: torch.Tensor, dtype: str,
-            spacings: Optional[int] = 4) -> Dict[str, float]:
+            spacings: Optional[int] = 4, out_dtype: Optional[torch.dtype] = None) -> Dict[str, float]:
     """The tolerance rule of the module docstring: error, bound, pass (bf16: at most ``spacings`` bf16 spacings at
-    the output's scale; None for gradients: the torch path's own error plus one spacing, whatever it is)."""
+    the output's scale; None for gradients: the torch path's own error plus one spacing, whatever it is). ``out``
+    must have ``out_dtype`` (default: ``dtype``'s; fp32 for an fp32 input's gradient under autocast)."""
     scale = ref_fp32.abs().max().item()
     err = (out.float() - ref_fp32).abs().max().item()
-    if not (torch.isfinite(out).all() and out.dtype == to_dtype(dtype)):
+    if not (torch.isfinite(out).all() and out.dtype == (out_dtype or to_dtype(dtype))):
         return dict(err=float('nan'), bound=0., scale=scale, ok=False)
     if dtype == 'fp32':  # torch.testing's rule: |out - ref| <= atol + rtol * |ref| everywhere
         ok = bool(((out - ref_fp32).abs() <= 1e-5 * scale + 1e-5 * ref_fp32.abs()).all())
@@ -189,12 +223,12 @@ def compare(out: torch.Tensor, torch_out: torch.Tensor, ref_fp32: torch.Tensor, 
     return dict(err=err, bound=bound, scale=scale, ok=err <= bound)
 
 
-def _inputs(case: Case, dim: int, device: torch.device):
+def _inputs(case: Case, device: torch.device):
     g = torch.Generator().manual_seed(1)
     if case.mixer == 'model':
         return torch.randn(case.batch, 3, 16 * case.grid[0], 16 * case.grid[1], generator=g).to(device)
     n = case.prefix + case.grid[0] * case.grid[1]
-    return torch.randn(case.batch, n, dim, generator=g).to(device)
+    return torch.randn(case.batch, n, case.heads * case.head_dim, generator=g).to(device)
 
 
 def _caller(case: Case, reference: nn.Module, device: torch.device):
@@ -232,11 +266,19 @@ def _grad_result(case: Case, reference: nn.Module, fast: nn.Module, x: torch.Ten
         shape = call(reference, x).shape
     out_grad = torch.randn(shape, generator=torch.Generator().manual_seed(2)).to(x.device).bfloat16().float()
     ref_fp32 = _input_grad(call, reference, x, out_grad).float()
-    if case.dtype != 'fp32':
+    if case.autocast:  # fp32 weights and input, the bf16 compute autocast's
+        call = functools.partial(_autocast_call, to_dtype(case.dtype), call)
+    elif case.dtype != 'fp32':
         dtype = to_dtype(case.dtype)
         reference, fast, x = reference.to(dtype), fast.to(dtype), x.to(dtype)
     torch_grad = _input_grad(call, reference, x, out_grad) if case.dtype != 'fp32' else ref_fp32
-    return compare(_input_grad(call, fast, x, out_grad), torch_grad, ref_fp32, case.dtype, spacings=None)
+    return compare(_input_grad(call, fast, x, out_grad), torch_grad, ref_fp32, case.dtype, spacings=None,
+                   out_dtype=x.dtype)
+
+
+def _autocast_call(dtype: torch.dtype, call, module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    with torch.autocast(x.device.type, dtype=dtype):
+        return call(module, x)
 
 
 @contextlib.contextmanager
@@ -294,17 +336,16 @@ def watched() -> Iterator[List[str]]:
 
 
 def mixer_paths(module: nn.Module) -> List[Tuple[str, str, bool]]:
-    """``(mixer letter, path it ran, grad)`` for every path an L or W mixer of ``module`` resolved: the kernel it
-    chose, or ``'torch'`` where a self-check verdict sent it back."""
-    ran = []
-    for m in module.modules():
-        letter = 'L' if isinstance(m, LinearAttention) else 'W' if isinstance(m, WindowAttention) else None
-        for key, path in (m._kernel_paths.items() if letter else ()):
-            device, dtype, grad = str(key[1]), key[2], key[3]
-            checks = [path] + ([f'{path} backward'] if grad else [])
-            fell_back = any(selfcheck.VERDICTS.get((c, device, dtype)) is False for c in checks)
-            ran.append((letter, 'torch' if path != 'torch' and fell_back else path, grad))
-    return ran
+    """``(mixer letter, path it ran, grad)`` for every path an L or W mixer of ``module`` resolved, the verdicts read
+    (:func:`~jetvit_mm.models.mixers.kernels.selfcheck.paths_run`)."""
+    return [('L' if isinstance(m, LinearAttention) else 'W', path, grad) for m in module.modules()
+            if isinstance(m, (LinearAttention, WindowAttention)) for path, grad in selfcheck.paths_run(m)]
+
+
+def paths_ran(module: nn.Module) -> List[str]:
+    """The paths the L and W mixers of ``module`` ran, as ``'L:triton'``, ``'W:flex'``, ... (the verdicts read;
+    what each benchmark result and kernel case records)."""
+    return sorted({f'{letter}:{path}' for letter, path, _ in mixer_paths(module)})
 
 
 def path_problems(case: Case, fast: nn.Module, device_type: str) -> List[str]:
@@ -328,11 +369,10 @@ def _compare_case(case: Case, device: torch.device) -> Tuple[Dict[str, object], 
     try:
         reference, fast = build_model_pair(case) if case.mixer == 'model' else build_mixer_pair(case)
         reference, fast = reference.to(device), fast.to(device)
-        x = _inputs(case, 64, device).bfloat16().float()  # the same values in both dtypes
+        x = _inputs(case, device).bfloat16().float()  # the same values in both dtypes
         call = _caller(case, reference, device)
         result = (_grad_result if case.grad else _output_result)(case, reference, fast, x, call)
-        paths = sorted({f'{letter}:{path}' for letter, path, _ in mixer_paths(fast)})
-        return result, path_problems(case, fast, device.type), paths
+        return result, path_problems(case, fast, device.type), paths_ran(fast)
     except Exception as exc:  # a path that raises is a failed case, named with its error
         return dict(err=float('nan'), bound=0., scale=0., ok=False,
                     error=''.join(traceback.format_exception_only(type(exc), exc)).strip()), [], []
@@ -353,11 +393,14 @@ def run_case(case: Case, device: torch.device) -> Dict[str, object]:
 
 def run_checks(device: torch.device, dtypes=('fp32', 'bf16'), quick: bool = False,
                kernels: Optional[Sequence[str]] = None, fp32: str = 'all',
-               report: Optional[Callable[[Dict[str, object]], None]] = None) -> List[Dict[str, object]]:
-    """Every case of :func:`cases` on ``device``; each result says ``ok``, and goes to ``report`` as it ends."""
+               report: Optional[Callable[[Dict[str, object]], None]] = None,
+               production: bool = False) -> List[Dict[str, object]]:
+    """Every case of :func:`cases` (``production``: of :func:`production_cases`) on ``device``; each result says
+    ``ok``, and goes to ``report`` as it ends."""
     torch.manual_seed(0)
     results = []
-    for case in cases(device.type, dtypes, quick, kernels, fp32):
+    chosen = production_cases(device.type, quick) if production else cases(device.type, dtypes, quick, kernels, fp32)
+    for case in chosen:
         results.append(run_case(case, device))
         if report is not None:
             report(results[-1])

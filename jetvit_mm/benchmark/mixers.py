@@ -12,6 +12,7 @@ from jetvit_mm.models.mixers import build_mixer, default_mixers
 from jetvit_mm.models.mixers.kernels import LINEAR_KERNELS, WINDOW_KERNELS
 
 from .host import machine_record, malloc_note, malloc_record, started_at
+from .kernel_check import paths_ran
 from .targets import mixer_targets, print_targets
 from .timing import maybe_graphed, summarize, time_interleaved
 
@@ -99,7 +100,8 @@ def benchmark_mixers(*, grid: Tuple[int, int], dim: int, heads: int, batch: int,
     targets = mixer_targets(stats)
     print_mixer_table(stats, targets)
     return {'date': started, 'machine': machine_record(dev), 'malloc': malloc_record(malloc, malloc_kept, dev),
-            'stats': stats, 'samples_ms': samples, 'targets': targets}
+            'stats': stats, 'samples_ms': samples, 'targets': targets,
+            'paths': {name: paths_ran(m) for name, m in entries.items()}}  # what ran, the self-check verdicts read
 
 
 def print_mixer_table(stats: Dict[str, Dict[str, float]], targets: List[Dict[str, object]]) -> None:

@@ -22,6 +22,7 @@ from .archs import ARCH_SHORTCUTS, resolve_arch
 from .contention import QUIET_CORES, CpuContention, quiet_stats
 from .flops import count_flops
 from .host import machine_record, malloc_note, malloc_record, started_at
+from .kernel_check import paths_ran
 from .memory import build_model, cuda_forward_memory, measure_forward_memory
 from .onnx_runtime import ORT_SUFFIX
 from .profile import backbone_of, block_times, profile_model
@@ -293,7 +294,7 @@ def size_rows(entries: List[Entry], models: Dict[str, nn.Module], size: Tuple[in
                      'label': label, 'arch': e['arch'], 'baseline': e.get('baseline'), 'gflops': flops['gflops'],
                      'gflops_by_part': {k: v / 1e9 for k, v in flops['by_part'].items()},
                      **stats[label], 'throughput_batch': images_per_s[label][0],
-                     'images_per_s': images_per_s[label][1]})
+                     'images_per_s': images_per_s[label][1], 'paths': paths_ran(models[label])})
         ort = f'{label}{ORT_SUFFIX}'
         if ort in stats:
             rows.append({**rows[-1], 'label': ort, 'runtime': 'onnxruntime', **stats[ort],

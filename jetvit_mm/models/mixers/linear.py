@@ -94,7 +94,7 @@ class LinearAttention(TokenMixer):
         self.rope_numerator = rope_numerator
         self.eps = eps
         self.conv = build_value_conv(conv, dim, kernel_size, reduction, kernel_init)
-        self._kernel_paths = {}  # (kernel, device, dtype, grad enabled, large input) -> path: see kernel_path
+        self._kernel_paths = {}  # (kernel, device, qkv dtype, grad enabled, large input) -> path: kernel_path
 
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
         """phi: ReLU, or FLatten's focused ReLU when ``focusing`` is set."""
@@ -142,18 +142,20 @@ class LinearAttention(TokenMixer):
         if exporting():  # torch.export / ONNX: the torch path's values in the operations a graph runtime runs fastest
             return self.proj_drop(self.proj(self.exported_attend(x, grid_size, rope)))
         qkv_flat = self.qkv(x)
-        path = self.kernel_path(x, grid_size, rope)
+        path = self.kernel_path(x, qkv_flat.dtype, grid_size, rope)
         return self.proj_drop(self.proj(self.attend(qkv_flat, grid_size, rope, path, x.dtype)))
 
-    def kernel_path(self, x: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor]) -> str:
-        """The path :meth:`attend` takes for input ``x``: chosen once per kernel option, device, dtype and grad mode
-        (no look at the parameters), then held to the self-check's verdicts (forward, and backward with grad)."""
+    def kernel_path(self, x: torch.Tensor, dtype: torch.dtype, grid_size: Tuple[int, int],
+                    rope: Optional[torch.Tensor]) -> str:
+        """The path :meth:`attend` takes for input ``x`` whose qkv has ``dtype`` (bf16 under autocast): chosen once
+        per kernel option, device, dtype and grad mode (no look at the parameters), then held to the self-check's
+        verdicts for ``dtype`` (forward, and backward with grad)."""
         grad = torch.is_grad_enabled()
-        key = (self.kernel, x.device, x.dtype, grad, x.numel() >= AUTO_COMPILE_MIN_ELEMENTS)
+        key = (self.kernel, x.device, dtype, grad, x.numel() >= AUTO_COMPILE_MIN_ELEMENTS)
         path = resolve_once(self._kernel_paths, key, lambda: select_linear_kernel(
             self.kernel, x.device, x.numel(), grad, trainable_triton=self.focusing is None))
-        return checked_path(path, x.device, x.dtype, grad, lambda gradients: mixer_probe(  # an odd grid, <= 5 x 7
-            self, lambda *args: self.attend(*args, x.dtype), path, x, grid_size, (5, 7), rope, gradients))
+        return checked_path(path, x.device, dtype, grad, lambda: mixer_probe(
+            self, lambda *args: self.attend(*args, x.dtype), path, x, grid_size, rope, grad))
 
     def attend(self, qkv_flat: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor],
                path: str, dtype: torch.dtype) -> torch.Tensor:
@@ -184,7 +186,7 @@ class LinearAttention(TokenMixer):
         elif path == 'triton':
             out = triton_linear_attention(*args, conv_weights=weights, grid_size=tuple(grid_size))
         elif path == 'compile':
-            out = compiled(fused_linear_attention)(*args)
+            out = compiled(fused_linear_attention, qkv_flat.shape)(*args)
         else:  # 'fused': traced by a surrounding torch.compile
             out = fused_linear_attention(*args)
         return out.to(dtype)
@@ -222,7 +224,8 @@ class LinearAttention(TokenMixer):
         if isinstance(self.conv, SqueezeDynamicConv) and path in ('compile', 'fused'):
             args = (qkv_flat[:, self.num_prefix_tokens:, 2 * D:], grid_size, self.conv.fc1.weight,
                     self.conv.fc2.weight, self.conv.fc2.bias)
-            return compiled(squeeze_conv_tokens)(*args) if path == 'compile' else squeeze_conv_tokens(*args)
+            return compiled(squeeze_conv_tokens, qkv_flat.shape)(*args) if path == 'compile' else \
+                squeeze_conv_tokens(*args)
         return self.value_conv(qkv_flat[..., 2 * D:], grid_size)
 
     def value_conv(self, v: torch.Tensor, grid_size: Tuple[int, int]) -> torch.Tensor:

@@ -102,7 +102,7 @@ class WindowAttention(TokenMixer):
         self.window_size = window_size
         self.kernel = check_kernel(kernel, WINDOW_KERNELS, 'mixers.W.kernel')
         self.attn_drop = nn.Dropout(attn_drop)
-        self._kernel_paths = {}  # (kernel, device, dtype, grad enabled, dropout, large input) -> path
+        self._kernel_paths = {}  # (kernel, device, qkv dtype, grad enabled, dropout, large input) -> path
 
     def forward(
             self,
@@ -124,21 +124,21 @@ class WindowAttention(TokenMixer):
             out = masked_window_attention(qkv, tuple(grid_size), self.window_size, self.num_heads, P, rope,
                                           self.rotate_half)
             return self.proj_drop(self.proj(out))
-        path = self.kernel_path(x, grid_size, rope)
+        path = self.kernel_path(x, qkv.dtype, grid_size, rope)
         return self.proj_drop(self.proj(self.attend(qkv, tuple(grid_size), rope, path)))
 
-    def kernel_path(self, x: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor]) -> str:
-        """The path :meth:`attend` takes for input ``x``: chosen once per kernel option, device, dtype, grad mode and
-        dropout (no look at the parameters), then held to the self-check's verdicts (forward, and backward with
-        grad)."""
+    def kernel_path(self, x: torch.Tensor, dtype: torch.dtype, grid_size: Tuple[int, int],
+                    rope: Optional[torch.Tensor]) -> str:
+        """The path :meth:`attend` takes for input ``x`` whose qkv has ``dtype`` (bf16 under autocast): chosen once
+        per kernel option, device, dtype, grad mode and dropout (no look at the parameters), then held to the
+        self-check's verdicts for ``dtype`` (forward, and backward with grad)."""
         grad = torch.is_grad_enabled()
         dropout = self.training and self.attn_drop.p > 0  # the fast paths have no attention dropout
-        key = (self.kernel, x.device, x.dtype, grad, dropout, x.numel() >= AUTO_COMPILE_MIN_ELEMENTS)
+        key = (self.kernel, x.device, dtype, grad, dropout, x.numel() >= AUTO_COMPILE_MIN_ELEMENTS)
         path = resolve_once(self._kernel_paths, key, lambda: select_window_kernel(
             self.kernel, x.device, x.numel(), grad, dropout))
-        most = (self.window_size + 1, self.window_size + 3)  # a few windows
-        return checked_path(path, x.device, x.dtype, grad,
-                            lambda gradients: mixer_probe(self, self.attend, path, x, grid_size, most, rope, gradients))
+        return checked_path(path, x.device, dtype, grad,
+                            lambda: mixer_probe(self, self.attend, path, x, tuple(grid_size), rope, grad))
 
     def attend(self, qkv: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor],
                path: str) -> torch.Tensor:
@@ -152,8 +152,9 @@ class WindowAttention(TokenMixer):
                       window_token_orders(grid_size, window, qkv.device))
             if torch.compiler.is_compiling():  # traced inline
                 return flex_window_attention(*args, *layout)
-            return compiled(flex_window_attention)(*args, *layout)
+            return compiled(flex_window_attention, qkv.shape)(*args, *layout)
         if path == 'compile':
-            padded = padded_window_attention if torch.compiler.is_compiling() else compiled(padded_window_attention)
+            padded = padded_window_attention if torch.compiler.is_compiling() else \
+                compiled(padded_window_attention, qkv.shape)
             return padded(*args)
         return window_attention(*args, dropout_p=self.attn_drop.p if self.training else 0.)

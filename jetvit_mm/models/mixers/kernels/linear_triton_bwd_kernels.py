@@ -72,7 +72,7 @@ def _state(qkv, table, state, z_sum, N, D, stride_b, stride_n,
            EMULATE: tl.constexpr, F64: tl.constexpr, ACC: tl.constexpr):
     bh = tl.program_id(0)
     split = tl.program_id(1)
-    b = bh // HEADS
+    b = (bh // HEADS).to(tl.int64)  # 64-bit: b * stride_b passes 2**31 at batch >= 114 (ViT-B, 1024x2048)
     h = bh % HEADS
     cols = tl.arange(0, BLOCK_D)
     acc = tl.zeros([BLOCK_D, BLOCK_D], dtype=ACC)
@@ -100,7 +100,7 @@ def _q_grad(qkv, table, state, z_sum, grad, dqkv, d_state, d_z, N, D, stride_b, 
             EMULATE: tl.constexpr, F64: tl.constexpr, ACC: tl.constexpr):
     bh = tl.program_id(0)
     split = tl.program_id(1)
-    b = bh // HEADS
+    b = (bh // HEADS).to(tl.int64)  # 64-bit: b * stride_b passes 2**31 at batch >= 114 (ViT-B, 1024x2048)
     h = bh % HEADS
     cols = tl.arange(0, BLOCK_D)
     s_ptr = state + bh * BLOCK_D * BLOCK_D
@@ -145,7 +145,7 @@ def _kv_grad(qkv, table, d_state, d_z, dqkv, N, D, stride_b, stride_n, stride_db
              HAS_ROPE: tl.constexpr, ROTATE_HALF: tl.constexpr, BF16: tl.constexpr, EMULATE: tl.constexpr,
              F64: tl.constexpr, ACC: tl.constexpr):
     bh = tl.program_id(0)
-    b = bh // HEADS
+    b = (bh // HEADS).to(tl.int64)  # 64-bit: b * stride_b passes 2**31 at batch >= 114 (ViT-B, 1024x2048)
     h = bh % HEADS
     rows = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     cols = tl.arange(0, BLOCK_D)

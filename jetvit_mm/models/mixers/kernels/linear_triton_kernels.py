@@ -65,7 +65,7 @@ def _kv_state(qkv, table, sums, N, D, P, stride_b, stride_n, power, eps,
               V_SUM: tl.constexpr, BF16: tl.constexpr, EMULATE: tl.constexpr):
     bh = tl.program_id(0)
     split = tl.program_id(1)
-    b = bh // HEADS
+    b = (bh // HEADS).to(tl.int64)  # 64-bit: b * stride_b passes 2**31 at batch >= 114 (ViT-B, 1024x2048)
     h = bh % HEADS
     cols = tl.arange(0, BLOCK_D)
     col_ok = cols < HEAD_DIM
@@ -130,7 +130,7 @@ def _q_output(qkv, table, sums, conv, kern, out, N, D, P, GH, GW, stride_b, stri
               DEPTHWISE: tl.constexpr, KSIZE: tl.constexpr, ROW_TILES: tl.constexpr, BF16: tl.constexpr,
               EMULATE: tl.constexpr):
     bh = tl.program_id(0)
-    b = bh // HEADS
+    b = (bh // HEADS).to(tl.int64)  # 64-bit: b * stride_b passes 2**31 at batch >= 114 (ViT-B, 1024x2048)
     h = bh % HEADS
     lane = tl.arange(0, BLOCK_M)
     if ROW_TILES:  # program 0: the prefix tokens (if any); then one program per grid row, its GW tokens in order

@@ -1,13 +1,18 @@
 """The fast kernels' self-check: the first time a fast path runs on a device and dtype, the mixer runs it and the torch
-path on one small input and compares them. On an exception or a mismatch it warns once, naming the kernel, the device
-and the error, and that device keeps the torch path for that kernel and dtype for the rest of the process. A user on
-a GPU nobody here has tried (an older card, another Triton) gets correct results, slower.
+path on an input of the caller's shape and compares them (the outputs; in training also the input's gradients). On
+an exception or a mismatch it warns once, naming the kernel, the device and the error, and that device keeps the torch
+path for that kernel and dtype for the rest of the process. A user on a GPU nobody here has tried (an older card,
+another Triton) gets correct results, slower.
+
+The dtype is the one the fast path computes in: the mixer's qkv output, bf16 under autocast over fp32 weights
+(mmengine's AMP, the bf16 distillation step), and the tolerance is that dtype's. The probe has the caller's shape, so
+a compiled path compiles once for both (and the kernels' production tiles are what it checks).
 
 Not checked: the formulations an outer ``torch.compile`` traces inline (they run inside the caller's graph); a
-verdict already reached is still honoured there.
+verdict already reached is still honoured there. :func:`paths_run` reports which path a mixer ran: the verdicts read.
 """
 import warnings
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -17,77 +22,88 @@ VERDICTS: Dict[Tuple[str, str, torch.dtype], bool] = {}
 # by the scale itself; these leave room for the dtype's rounding (bf16's spacing is 2^-7)
 TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-6, torch.bfloat16: 6e-2, torch.float16: 1e-2}
 
-Probe = Callable[[], Tuple[torch.Tensor, torch.Tensor]]
+Pairs = List[Tuple[torch.Tensor, torch.Tensor]]  # (fast path's, torch path's): outputs, then gradients
 
 
-def mismatch(fast: torch.Tensor, reference: torch.Tensor) -> Optional[str]:
-    """Why ``fast`` does not stand for ``reference`` (None when it does)."""
+def mismatch(fast: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype) -> Optional[str]:
+    """Why ``fast`` does not stand for ``reference`` at the tolerance of ``dtype``, the dtype the fast path computed
+    in (None when it does)."""
     if fast.shape != reference.shape or fast.dtype != reference.dtype:
         return f'output {tuple(fast.shape)} {fast.dtype}, expected {tuple(reference.shape)} {reference.dtype}'
     if not torch.isfinite(fast).all():
         return 'non-finite outputs'
     scale = reference.float().abs().max().item() or 1.0
     error = (fast.float() - reference.float()).abs().max().item()
-    tolerance = TOLERANCE.get(reference.dtype, 1e-2)
+    tolerance = TOLERANCE.get(dtype, 1e-2)
     if error > tolerance * scale:
         return f'max difference {error:.3g} from the torch path at output scale {scale:.3g} (tolerance {tolerance:g})'
     return None
 
 
-def fast_path_ok(kernel: str, device: torch.device, dtype: torch.dtype, probe: Probe) -> bool:
-    """Whether ``kernel`` may run on ``device`` for ``dtype``: decided once, by ``probe`` (which returns the fast and
-    the torch path's outputs on a small input), and remembered for the process."""
-    key = (kernel, str(device), dtype)
-    verdict = VERDICTS.get(key)
-    if verdict is not None:
-        return verdict
-    if torch.compiler.is_compiling():
-        return True  # the caller's graph traces the formulation itself; nothing runs here
+def _judge(kernels: Sequence[str], device: torch.device, dtype: torch.dtype, probe: Callable[[], Pairs]) -> None:
+    """Run ``probe`` once and record a verdict for each of ``kernels`` (the forward's, then the backward's) that has
+    none, from its pair of tensors; a probe that raises fails them all."""
     try:
         with torch.no_grad():
-            problem = mismatch(*probe())
+            pairs = probe()
+        problems = [mismatch(fast, reference, dtype) for fast, reference in pairs]
     except Exception as error:  # any failure of the kernel (compiler, driver, Triton) means: not on this device
-        problem = f'{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ""}'
-    VERDICTS[key] = problem is None
-    if problem is not None:
-        warnings.warn(f'jetvit_mm: the fast kernel {kernel!r} failed its self-check on {device} ({dtype}): '
-                      f'{problem}. The torch path (the reference, slower) runs there instead for the rest of this '
-                      'process.', RuntimeWarning, stacklevel=3)
-    return problem is None
+        text = str(error).strip()
+        problems = [f'{type(error).__name__}: {text.splitlines()[0] if text else ""}'] * len(kernels)
+    for kernel, problem in zip(kernels, problems):
+        key = (kernel, str(device), dtype)
+        if key in VERDICTS:
+            continue
+        VERDICTS[key] = problem is None
+        if problem is not None:
+            warnings.warn(f'jetvit_mm: the fast kernel {kernel!r} failed its self-check on {device} ({dtype}): '
+                          f'{problem}. The torch path (the reference, slower) runs there instead for the rest of this '
+                          'process.', RuntimeWarning, stacklevel=4)
 
 
-def mixer_probe(mixer: torch.nn.Module, attend: Callable[..., torch.Tensor], path: str, like: torch.Tensor,
-                grid_size: Tuple[int, int], most: Tuple[int, int], rope: Optional[torch.Tensor],
-                gradients: bool) -> Tuple[torch.Tensor, ...]:
-    """The probe of a mixer's fast path: ``attend(qkv, grid, rope, path)`` and ``attend(qkv, grid, rope, 'torch')``
-    on one small input like ``like`` (a grid of ``grid_size`` cut to ``most``, ``qkv`` from ``mixer.qkv``): their
-    outputs, or with ``gradients`` the gradients of ``qkv`` for one fixed random output gradient (autograd enabled
-    whatever the caller's mode)."""
-    grid = (min(grid_size[0], most[0]), min(grid_size[1], most[1]))
-    x = torch.randn(2, mixer.num_prefix_tokens + grid[0] * grid[1], like.shape[-1],
-                    generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
-    qkv, rope = mixer.qkv(x), None if rope is None else rope[:grid[0] * grid[1]]
-    if not gradients:
-        return attend(qkv, grid, rope, path), attend(qkv, grid, rope, 'torch')
-    grads = []
-    with torch.enable_grad():
-        for run in (path, 'torch'):
-            leaf = qkv.detach().requires_grad_()
-            out = attend(leaf, grid, rope, run)
-            out_grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
-            grads.append(torch.autograd.grad(out, leaf, out_grad)[0])
-    return grads[0], grads[1]
-
-
-def checked_path(path: str, device: torch.device, dtype: torch.dtype, grad: bool,
-                 outputs: Callable[[bool], Tuple[torch.Tensor, torch.Tensor]]) -> str:
-    """``path`` held to its self-check verdicts on ``device`` and ``dtype`` (:func:`fast_path_ok`): the forward's, and
-    with ``grad`` the backward's (``outputs(gradients)``: the path's and the torch path's outputs, or gradients);
+def checked_path(path: str, device: torch.device, dtype: torch.dtype, grad: bool, probe: Callable[[], Pairs]) -> str:
+    """``path`` held to its self-check verdicts on ``device`` for ``dtype`` (the dtype it computes in): the
+    forward's, and with ``grad`` the backward's (``probe()``: the pairs of :func:`mixer_probe`, judged once);
     ``'torch'`` where one fails."""
     if path == 'torch':
         return path
-    if not fast_path_ok(path, device, dtype, lambda: outputs(False)):
-        return 'torch'
-    if grad and not fast_path_ok(f'{path} backward', device, dtype, lambda: outputs(True)):
-        return 'torch'
-    return path
+    kernels = (path, f'{path} backward') if grad else (path,)
+    verdicts = [VERDICTS.get((kernel, str(device), dtype)) for kernel in kernels]
+    if None in verdicts and not torch.compiler.is_compiling():  # in a caller's graph: its formulation, traced
+        _judge(kernels, device, dtype, probe)
+        verdicts = [VERDICTS[(kernel, str(device), dtype)] for kernel in kernels]
+    return path if False not in verdicts else 'torch'
+
+
+def mixer_probe(mixer: torch.nn.Module, attend: Callable[..., torch.Tensor], path: str, like: torch.Tensor,
+                grid_size: Tuple[int, int], rope: Optional[torch.Tensor], gradients: bool) -> Pairs:
+    """The probe of a mixer's fast path: ``attend(qkv, grid, rope, path)`` and ``attend(qkv, grid, rope, 'torch')``
+    on a random input of the shape, dtype and device of ``like`` (``qkv`` from ``mixer.qkv``, so under the caller's
+    autocast); their outputs, and with ``gradients`` the gradients of ``qkv`` for one fixed random output gradient
+    (autograd enabled whatever the caller's mode, as in the training call that follows)."""
+    x = torch.randn(like.shape, generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
+    qkv = mixer.qkv(x)
+    if not gradients:
+        return [(attend(qkv, grid_size, rope, path), attend(qkv, grid_size, rope, 'torch'))]
+    outputs, grads = [], []
+    with torch.enable_grad():
+        for run in (path, 'torch'):
+            leaf = qkv.detach().requires_grad_()
+            out = attend(leaf, grid_size, rope, run)
+            out_grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
+            grads.append(torch.autograd.grad(out, leaf, out_grad)[0])
+            outputs.append(out.detach())
+    return [tuple(outputs), tuple(grads)]
+
+
+def paths_run(mixer: torch.nn.Module) -> List[Tuple[str, bool]]:
+    """``(path, grad)`` for every path ``mixer`` resolved (its ``_kernel_paths``, keyed ``(kernel option, device,
+    dtype it computes in, grad, ...)``): the kernel it chose, or ``'torch'`` where a self-check verdict sent it back.
+    What every report of the path that ran reads."""
+    ran = []
+    for key, path in getattr(mixer, '_kernel_paths', {}).items():
+        device, dtype, grad = str(key[1]), key[2], key[3]
+        checks = [path] + ([f'{path} backward'] if grad else [])
+        fell_back = any(VERDICTS.get((check, device, dtype)) is False for check in checks)
+        ran.append(('torch' if path != 'torch' and fell_back else path, grad))
+    return ran

@@ -156,9 +156,20 @@ def _build_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], prefi
 
 
 def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """The scaled scores ``q k^T`` in fp32, one side a few prefix tokens: a matmul of the fp32 copies (an
-    elementwise product summed over channels would hold a ``[B, H, P, N, C]`` fp32 tensor in eager runs)."""
-    return (q.float() @ k.float().transpose(-2, -1)) * q.shape[-1] ** -0.5
+    """The scaled scores ``q k^T`` in fp32 (also under autocast), one side a few prefix tokens: a matmul of the fp32
+    copies (an elementwise product summed over channels would hold a ``[B, H, P, N, C]`` fp32 tensor in eager runs)."""
+    with torch.autocast(q.device.type, enabled=False):
+        return (q.float() @ k.float().transpose(-2, -1)) * q.shape[-1] ** -0.5
+
+
+def _merge_prefix_keys(patches: torch.Tensor, lse: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                       v: torch.Tensor) -> torch.Tensor:
+    """The patch queries ``q``'s attention to the prefix keys ``k`` / values ``v`` merged with their windows'
+    (``patches``, Flex's output, and its log-sum-exp ``lse``) by log-sum-exp: fp32 throughout, also under autocast."""
+    with torch.autocast(q.device.type, enabled=False):
+        scores = _scores(q, k)
+        total = torch.logaddexp(lse, scores.logsumexp(-1)).unsqueeze(-1)
+        return patches.float() * (lse.unsqueeze(-1) - total).exp() + (scores - total).exp() @ v.float()
 
 
 def _prefix_queries(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -206,10 +217,7 @@ def flex_window_attention(
                            return_aux=AuxRequest(lse=True) if merge else None)
     patches, lse = (found[0], found[1].lse) if merge else (found, None)
     patches = patches[:, :, rows]  # row-major
-    if merge:  # the patch queries' attention to the prefix keys, merged with their windows' by log-sum-exp
-        lse, prefix_scores = lse[:, :, rows], _scores(q[:, :, P:], k[:, :, :P])
-        total = torch.logaddexp(lse, prefix_scores.logsumexp(-1)).unsqueeze(-1)
-        patches = (patches.float() * (lse.unsqueeze(-1) - total).exp()
-                   + (prefix_scores - total).exp() @ v[:, :, :P].float())
+    if merge:
+        patches = _merge_prefix_keys(patches, lse[:, :, rows], q[:, :, P:], k[:, :, :P], v[:, :, :P])
     out[:, P:] = patches.transpose(1, 2)
     return out.flatten(2)
