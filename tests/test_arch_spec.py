@@ -7,6 +7,7 @@ from safetensors.torch import save_file
 
 from jetvit_mm.models import JetViT
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec
+from jetvit_mm.models.checkpoint import apply_checkpoint
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet
 
@@ -65,8 +66,8 @@ def test_every_load_refuses_another_arch_or_option(tmp_path):
     with pytest.raises(ValueError, match='is a supernet checkpoint'):
         JetViT(arch='LWLW', **TINY).load_state_dict(supernet.state_dict(), strict=False)
     with pytest.raises(ValueError, match='but this model is a supernet'):
-        supernet.load_jetvit_state_dict(state)
-    supernet.load_jetvit_state_dict(JetViT(arch='FFFF', **TINY).state_dict())  # the teacher starts a supernet
+        apply_checkpoint(supernet, state)
+    apply_checkpoint(supernet, JetViT(arch='FFFF', **TINY).state_dict())  # the teacher starts a supernet
 
 
 def test_subnet_and_export_carry_the_subnet_spec():
@@ -77,7 +78,7 @@ def test_subnet_and_export_carry_the_subnet_spec():
     subnet = supernet.extract_subnet('LFWF')
     assert subnet.spec.arch == 'LFWF' and torch.equal(subnet.state_dict()[SPEC_KEY], state[SPEC_KEY])
     with pytest.raises(ValueError, match="holds a JetViT with arch 'LFWF'"):
-        JetViT(arch='LWWF', **TINY).load_jetvit_state_dict(state)
+        apply_checkpoint(JetViT(arch='LWWF', **TINY), state)
 
 
 def test_hybrid_checkpoints_must_hold_their_l_convs_and_teacher_files_stay_lenient(tmp_path):

@@ -1,6 +1,7 @@
 """A user trying to break each tool and API: every bad input is refused before any work, with an error that names the
 input and what it accepts, and nothing is left behind that blocks the corrected command."""
 import argparse
+import functools
 import importlib.util
 import json
 import pickle
@@ -12,6 +13,8 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
 import jetvit_mm.mm  # noqa: F401  (registers the plugin, as a config's custom_imports does)
+from jetvit_mm.models.checkpoint import apply_checkpoint
+from jetvit_mm.models.checkpoint import read as read_checkpoint
 from jetvit_mm.models.mixers import default_mixers
 
 from .conftest import REPO
@@ -277,16 +280,16 @@ def test_safetensors_random_bytes_or_a_pickle_are_named(tmp_path):
 
 
 def test_legacy_checkpoints_pass_the_test_and_search_tools_checks(tmp_path):
-    """tools/test.py (check_checkpoint_fits, set_resume's seed) and tools/search.py (the saved distill objective,
-    the content fingerprint) read a checkpoint's meta mapped: a legacy file is read whole instead of being refused."""
-    from jetvit_mm.mm.checkpoint import check_checkpoint_fits
+    """A legacy (non-zip) checkpoint passes tools/test.py's fit to the model, and the search's saved distill
+    objective and content fingerprint, which read a checkpoint given by its path mapped: it is read whole instead of
+    being refused."""
     from jetvit_mm.mm.search.identity import state_fingerprint
     from jetvit_mm.mm.search.scoring import build_downstream_model, saved_distill_objective
     cfg = Config.fromfile(str(PROBE))
     model = build_downstream_model(cfg)
     path = tmp_path / 'legacy.pth'
     torch.save({'state_dict': model.state_dict(), 'meta': {'seed': 3}}, path, _use_new_zipfile_serialization=False)
-    check_checkpoint_fits(model, str(path), PROBE.name)
+    apply_checkpoint(model, read_checkpoint(path), allow_unexpected=True, load=False)  # tools/test.py's check
     assert saved_distill_objective(str(path))['loss'] == 'mse'
     assert state_fingerprint(str(path)).startswith('sha256:')
 
@@ -359,7 +362,6 @@ def test_partial_conv_keys_without_a_spec_are_refused_naming_the_missing_keys(tm
     (zero); a teacher file (no conv keys at all) still loads."""
     import re
 
-    from jetvit_mm.mm.checkpoint import check_checkpoint_fits
     from jetvit_mm.mm.registry import MODELS
     from jetvit_mm.models import JetViT
     model = JetViT(**TINY)
@@ -372,7 +374,7 @@ def test_partial_conv_keys_without_a_spec_are_refused_naming_the_missing_keys(tm
     with pytest.raises(RuntimeError, match=rf'partial\.pth.*\nmissing keys: {re.escape(missing)}'):
         JetViT(**TINY, checkpoint=path)
     with pytest.raises(RuntimeError, match=re.escape(missing)):
-        JetViT(**TINY).load_jetvit_state_dict({k: v for k, v in state.items() if k not in conv[2]})
+        apply_checkpoint(JetViT(**TINY), {k: v for k, v in state.items() if k not in conv[2]})
     teacher = tmp_path / 'teacher.pth'  # a teacher's file: none of the conv keys, no spec
     torch.save({k: v for k, v in state.items() if k not in conv[0] + conv[2]}, teacher)
     JetViT(**TINY, checkpoint=teacher)
@@ -384,11 +386,14 @@ def test_partial_conv_keys_without_a_spec_are_refused_naming_the_missing_keys(tm
     runner_file = tmp_path / 'runner.pth'
     for dropped in (conv[0] + conv[2], conv[2]):
         torch.save({'state_dict': {k: v for k, v in full.items() if k not in dropped}}, runner_file)
+        fits = functools.partial(apply_checkpoint, downstream, read_checkpoint(runner_file), allow_unexpected=True,
+                                 load=False)
         if dropped == conv[2]:
-            with pytest.raises(ValueError, match=rf'missing key\(s\) .*{re.escape(conv[2][0])}'):
-                check_checkpoint_fits(downstream, str(runner_file), PROBE.name)
+            with pytest.raises(RuntimeError, match=rf'runner\.pth does not fit .*\nmissing keys: .*'
+                                                   rf'{re.escape(conv[2][0])}'):
+                fits()
         else:
-            check_checkpoint_fits(downstream, str(runner_file), PROBE.name)
+            fits()
 # ==================================================================== end of H2 (issue 29)
 
 

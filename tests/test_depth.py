@@ -29,8 +29,8 @@ from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
 from jetvit_mm.models.depth_anything import (
     JetViTDepthAnything,
     depth_anything_input_size,
+    depth_state,
     export_mmseg_checkpoint,
-    split_depth_checkpoint,
 )
 from jetvit_mm.models.heads import DPT_PRESETS, DPTHead
 from jetvit_mm.models.mixers import default_mixers
@@ -479,7 +479,7 @@ def test_depth_pipeline_distill_search_test_finetune(depth_data, tmp_path):
     assert summary['higher_is_better'] and re.fullmatch('[LW]{4}', best)
     assert all(0 <= r['score'] <= 100 for r in summary['archs'])
     hybrid = search_dir / f'hybrid_{best}_with_head.pth'
-    assert split_depth_checkpoint(torch.load(hybrid, weights_only=True)['state_dict'])[2].startswith('backbone')
+    assert depth_state(torch.load(hybrid, weights_only=True)['state_dict'])[1].startswith('backbone')
 
     # 3. tools/test.py: DA-2K accuracy of the exported hybrid equals the search's score; AbsRel / delta1 on NYU
     out = tmp_path / 'da2k.json'

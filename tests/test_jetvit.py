@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
+from jetvit_mm.models.checkpoint import apply_checkpoint
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.pos_embed import resize_pos_embed
@@ -458,7 +459,7 @@ def test_mixed_l_precision_trains_under_bf16_autocast_like_the_fp32_core():
     def grads(precision: str, autocast: bool) -> Tuple[float, torch.Tensor]:
         student = JetViT(arch='LLWL', **dict(kw, mixers=default_mixers(W=dict(window_size=4),
                                                                        L=dict(conv='squeeze', precision=precision))))
-        student.load_jetvit_state_dict(teacher.state_dict())
+        apply_checkpoint(student, teacher.state_dict())
         with torch.autocast('cpu', dtype=torch.bfloat16, enabled=autocast):
             loss = F.mse_loss(student.forward_features(x).float(), target)
         loss.backward()

@@ -13,7 +13,7 @@ import torch
 from timm.models.eva import checkpoint_filter_fn as eva_filter
 from timm.models.vision_transformer import checkpoint_filter_fn as vit_filter
 
-from jetvit_mm.models.checkpoint import to_jetvit_names
+from jetvit_mm.models.checkpoint import apply_checkpoint, to_jetvit_names
 from jetvit_mm.models.depth_anything import JetViTDepthAnything
 from jetvit_mm.models.heads.dpt import dpt_preset
 from jetvit_mm.models.jetvit import JetViT
@@ -113,7 +113,7 @@ def test_official_7b_in_bf16_loads_into_fp32():
     official = {k: v.bfloat16() for k, v in official_7b(teacher.state_dict(), teacher.rope.periods).items()}
     model = JetViT('dinov3_vit7b16', **TINY_7B)
     state, fmt = to_jetvit_names(official)
-    model.load_jetvit_state_dict(state, source='bf16 official')
+    apply_checkpoint(model, state, source='bf16 official')
     assert fmt == 'dinov3_official' and model.blocks[0].mlp.fc1_g.weight.dtype == torch.float32
     assert torch.equal(model.blocks[0].mlp.fc1_g.weight, official['blocks.0.mlp.w1.weight'].float())
 
@@ -174,14 +174,14 @@ def test_every_mixer_and_the_supernet_build_on_the_large_teachers(model_name, sh
     with torch.no_grad():
         for arch in ('LL', 'WW', 'FF', 'LW'):
             model = JetViT(model_name, arch=arch, mixers=default_mixers(W=dict(window_size=2)), **shape).eval()
-            model.load_jetvit_state_dict(teacher.state_dict(), source='teacher')
+            apply_checkpoint(model, teacher.state_dict(), source='teacher')
             out = model.forward_features(x)
             tokens = teacher.num_prefix_tokens + 2 * (size // teacher.patch_size) ** 2
             assert out.shape == (1, tokens, shape['embed_dim'])
             assert torch.isfinite(out).all()
     supernet = JetViTSupernet(search_space='LWF', model_name=model_name,
                               mixers=default_mixers(W=dict(window_size=2)), **shape)
-    supernet.load_jetvit_state_dict(teacher.state_dict(), source='teacher')
+    apply_checkpoint(supernet, teacher.state_dict(), source='teacher')
     supernet.set_arch('FF')
     with torch.no_grad():
         assert torch.allclose(supernet.eval().forward_features(x), teacher.eval().forward_features(x), atol=ATOL)

@@ -4,6 +4,7 @@ import pytest
 import torch
 from timm.layers import RotaryEmbeddingDinoV3
 
+from jetvit_mm.models.checkpoint import apply_checkpoint
 from jetvit_mm.models.mixers import FullAttention
 
 from .conftest import REPO
@@ -109,9 +110,9 @@ def test_a_mixer_that_inherits_nothing_joins_the_supernet_with_its_own_init(pool
             assert torch.equal(candidates[letter].qkv.weight, teacher[f'blocks.{i}.attn.qkv.weight'])
     subnet = distiller.student.extract_subnet('CLPC')
     hybrid = JetViT(arch='CLPC', **tiny)
-    hybrid.load_jetvit_state_dict(subnet.state_dict(), source='hybrid')  # strict: the C keys are its own
+    apply_checkpoint(hybrid, subnet.state_dict(), source='hybrid')  # strict: the C keys are its own
     from_teacher = JetViT(arch='CLPC', **tiny)
-    from_teacher.load_jetvit_state_dict(teacher, source='teacher')
+    apply_checkpoint(from_teacher, teacher, source='teacher')
     assert from_teacher.blocks[0].attn.proj.weight.abs().max() == 0
     assert torch.equal(from_teacher.blocks[1].attn.proj.weight, teacher['blocks.1.attn.proj.weight'])
     x = torch.randn(1, 3, 32, 48, generator=torch.Generator().manual_seed(5))

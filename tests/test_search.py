@@ -174,7 +174,7 @@ def test_search_end_to_end_export_matches_test_tool(pipeline, tmp_path):
     # layers have the same keys) and a checkpoint that leaves the head as initialised
     swapped = best.replace('W', 'F', 1) if 'W' in best else best.replace('F', 'W', 1)
     for ckpt, arch, message in ((f'hybrid_{best}_with_head.pth', swapped, f'holds a model with arch {best!r}'),
-                                (f'hybrid_{best}.pth', best, 'missing key(s)')):
+                                (f'hybrid_{best}.pth', best, 'missing keys: ')):
         proc = run_tool('test.py', PROBE, work / ckpt, '--work-dir', tmp_path / 'test_bad', '--cfg-options',
                         f'model.backbone.arch={arch}', f'test_dataloader.dataset.data_root={p["data"]}', check=False)
         assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-3000:]

@@ -35,10 +35,9 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     with process_group_teardown():
         cfg = load_config(args)
-        set_resume(cfg, args.resume)
         if args.amp:
             enable_amp(cfg)
-        runner = build_runner(cfg)
+        runner = build_runner(cfg, set_resume(cfg, args.resume))  # a checkpoint read for its seed is read once
         runner.train()
         del runner  # freed (its model, DDP / FSDP2 state) before the process group goes
 

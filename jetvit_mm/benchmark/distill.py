@@ -14,6 +14,7 @@ def build_distiller(model_kwargs: Dict[str, Any], arch: str, supernet: bool = Tr
     ``JetViTSupernet`` over the letters of ``arch`` with its path set to ``arch`` (``supernet``), else a fixed-arch
     ``JetViT(arch=arch)``; the student takes the teacher's weights (not on the meta device: nothing to copy),
     per-block activation checkpointing if ``checkpointing``. Returned in train mode (the teacher stays in eval)."""
+    from jetvit_mm.models.checkpoint import apply_checkpoint
     from jetvit_mm.models.jetvit import JetViT
     from jetvit_mm.models.supernet import JetViTSupernet
 
@@ -25,7 +26,7 @@ def build_distiller(model_kwargs: Dict[str, Any], arch: str, supernet: bool = Tr
     if student.depth != len(arch):
         raise ValueError(f'arch {arch!r} has {len(arch)} letters, the model has {student.depth} layers')
     if not next(teacher.parameters()).is_meta:
-        student.load_jetvit_state_dict(teacher.state_dict(), source='teacher weights')
+        apply_checkpoint(student, teacher.state_dict(), source='teacher weights')
     if supernet:
         student.set_arch(arch)
     student.set_grad_checkpointing(checkpointing)

@@ -11,7 +11,7 @@ types a checkpoint of mmengine's runner holds (:func:`~jetvit_mm.mm.checkpoint.a
 checkpoint of any config that imports the plugin. The runner the configs name (:class:`~jetvit_mm.mm.engine.runner.
 JetViTRunner`, ``configs/_base_``) reads its checkpoints with the core's reader.
 """
-from .checkpoint import ArchSpecHook, CheckpointDigestHook, allow_runner_checkpoint_types, check_checkpoint_fits
+from .checkpoint import ArchSpecHook, CheckpointDigestHook, allow_runner_checkpoint_types
 from .checkpoint.fsdp import FSDP2CheckpointHook
 from .depth import (
     AffineInvariantDepthMetric,
@@ -47,5 +47,4 @@ __all__ = ['AffineInvariantDepthMetric', 'ArchSpecHook', 'CheckpointDigestHook',
            'JetViTSearchLoop', 'JetViTDepthAnything', 'JetViTSupernet', 'LayerDecayOptimWrapperConstructor',
            'LinearProbeHead', 'LoadZeroShotDepth', 'PseudoLabelDepthEstimator',
            'ScaleShiftInvariantLoss', 'SimpleFeaturePyramid', 'SintelDepthDataset', 'SupernetSamplerHook',
-           'allow_runner_checkpoint_types', 'check_checkpoint_fits', 'mirror_mixers',
-           'registered_types']
+           'allow_runner_checkpoint_types', 'mirror_mixers', 'registered_types']

@@ -15,13 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .arch import SPEC_KEY, check_spec
-from .checkpoint import Checkpoint, depth_head_state, read, save, strip_prefix, to_jetvit_names
+from .checkpoint import Checkpoint, apply_checkpoint, depth_head_state, read, save, strip_prefix, to_jetvit_names
 from .heads.dpt import DPTHead, dpt_preset, head_state_from_checkpoint
 from .jetvit import JetViT
 
 __all__ = ['IMAGENET_MEAN', 'IMAGENET_STD', 'JetViTDepthAnything', 'depth_anything_input_size',
-           'export_mmseg_checkpoint', 'preprocess_depth_anything', 'split_depth_checkpoint']
+           'depth_state', 'export_mmseg_checkpoint', 'preprocess_depth_anything']
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -70,21 +69,23 @@ def preprocess_depth_anything(images: torch.Tensor, size: int = 518, multiple: i
     return (x - mean) / std
 
 
-def split_depth_checkpoint(state: StateDict, source: str = 'checkpoint') -> Tuple[StateDict, StateDict, str]:
-    """``(backbone state in JetViT names, head state in original names, format)`` of a depth checkpoint.
+def depth_state(state: StateDict, source: str = 'checkpoint', head: str = 'depth_head.') -> Tuple[StateDict, str]:
+    """A depth checkpoint's weights as ``backbone.*`` (JetViT names, the saved spec with them) + its DPT head's under
+    ``head`` (``'depth_head.'``, ``'decode_head.'``), and its format.
 
-    Formats: official DepthAnythingV2 (``pretrained.*`` + ``depth_head.*``), and ``backbone.*`` +
-    ``depth_head.*`` / ``decode_head.*`` (this class's own state dict, an mmseg depth estimator's checkpoint,
-    an exported hybrid with its head).
+    Formats: official DepthAnythingV2 (``pretrained.*`` + ``depth_head.*``), and ``backbone.*`` + ``depth_head.*`` /
+    ``decode_head.*`` (this class's own state dict, an mmseg depth estimator's checkpoint, an exported hybrid with its
+    head).
     """
     if any(k.startswith('pretrained.') for k in state):
-        backbone, fmt = to_jetvit_names(state)
-        return backbone, depth_head_state(state), fmt
-    if any(k.startswith('backbone.') for k in state):
+        (backbone, fmt), head_state = to_jetvit_names(state), depth_head_state(state)
+    elif any(k.startswith('backbone.') for k in state):
         backbone, fmt = to_jetvit_names(strip_prefix(state, 'backbone.'))
-        return backbone, head_state_from_checkpoint(state, source), f'backbone + head ({fmt})'
-    raise ValueError(f'{source} is not a depth checkpoint: expected pretrained.* + depth_head.* (DepthAnythingV2) '
-                     f'or backbone.* + depth_head.*/decode_head.* keys')
+        head_state, fmt = head_state_from_checkpoint(state, source), f'backbone + head ({fmt})'
+    else:
+        raise ValueError(f'{source} is not a depth checkpoint: expected pretrained.* + depth_head.* '
+                         f'(DepthAnythingV2) or backbone.* + depth_head.*/decode_head.* keys')
+    return {**{f'backbone.{k}': v for k, v in backbone.items()}, **{head + k: v for k, v in head_state.items()}}, fmt
 
 
 class JetViTDepthAnything(nn.Module):
@@ -94,7 +95,7 @@ class JetViTDepthAnything(nn.Module):
         model_name: a DINOv2 variant (``dinov2_vits14``, ``dinov2_vitb14``, ``dinov2_vitl14``, ``dinov2_vitg14``).
         arch: one L/W/F letter per layer; None = all F (DepthAnythingV2 itself).
         checkpoint: an official DepthAnythingV2 file, or a ``backbone.*`` + head checkpoint (see
-            :func:`split_depth_checkpoint`), loaded strictly into both parts.
+            :func:`depth_state`), loaded strictly into both parts.
         features, out_channels: head widths; default: ``model_name``'s :data:`~jetvit_mm.models.heads.DPT_PRESETS`.
         input_size: :meth:`infer`'s short-side target (518 in DepthAnythingV2).
         frozen: no gradients and always eval mode (a teacher).
@@ -134,14 +135,13 @@ class JetViTDepthAnything(nn.Module):
     def train(self, mode: bool = True) -> 'JetViTDepthAnything':
         return super().train(mode and not self.frozen)
 
-    def load_checkpoint(self, path: Union[str, Path]) -> str:
-        """Strictly load backbone and head from ``path``; returns the detected format."""
-        checkpoint = read(path)
-        check_spec(checkpoint.spec, self.backbone.spec, str(path), what='hybrid')
-        backbone, head, fmt = split_depth_checkpoint(checkpoint.state, str(path))
-        self.backbone.load_jetvit_state_dict(backbone, source=f'{path} ({fmt} format)', saved=checkpoint.spec)
-        self.depth_head.load_head_state_dict(head, source=f'{path} (depth head)')
-        return fmt
+    def checkpoint_filter_fn(self, state: StateDict, source: str = 'checkpoint') -> StateDict:
+        """The key map of :func:`~jetvit_mm.models.checkpoint.apply_checkpoint`: any :func:`depth_state` format."""
+        return depth_state(state, source)[0]
+
+    def load_checkpoint(self, path: Union[str, Path]) -> None:
+        """Strictly load backbone and head from ``path``."""
+        apply_checkpoint(self, read(path))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Normalised images ``[B, 3, H, W]`` (H, W multiples of 14) -> disparity ``[B, H, W]``."""
@@ -157,16 +157,11 @@ class JetViTDepthAnything(nn.Module):
 
 
 def mmseg_checkpoint(checkpoint: Checkpoint) -> dict:
-    """``checkpoint`` (an official DepthAnythingV2 file, or any :func:`split_depth_checkpoint` format) as the
+    """``checkpoint`` (an official DepthAnythingV2 file, or any :func:`depth_state` format) as the
     checkpoint of an mmseg ``DepthEstimator`` with a JetViT backbone and a ``DPTDepthHead``: ``{'state_dict':
     {backbone.* (JetViT names, the saved spec with them), decode_head.* (original head names)}, 'meta': ...}``."""
-    src, saved = checkpoint.path, checkpoint.spec
-    backbone, head, fmt = split_depth_checkpoint(checkpoint.state, str(src))
-    if saved is not None:  # the spec goes with the weights
-        backbone[SPEC_KEY] = saved.to_tensor()
-    state = {f'backbone.{k}': v for k, v in backbone.items()}
-    state.update({f'decode_head.{k}': v for k, v in head.items()})
-    return dict(state_dict=state, meta=dict(checkpoint.meta, source=str(src), source_format=fmt))
+    state, fmt = depth_state(checkpoint.state, str(checkpoint.path), 'decode_head.')
+    return dict(state_dict=state, meta=dict(checkpoint.meta, source=str(checkpoint.path), source_format=fmt))
 
 
 def export_mmseg_checkpoint(src: Union[str, Path], dst: Union[str, Path]) -> Path:

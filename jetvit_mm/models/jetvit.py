@@ -7,9 +7,9 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
-from .arch import SPEC_KEY, ArchSpec, check_spec
+from .arch import ArchSpec, check_spec
 from .caching import plain_tensors
-from .checkpoint import check_state_keys, fit, read
+from .checkpoint import apply_checkpoint, read
 from .mixers import MixerTable, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .rope_grid import rope_embed_for_grid, rope_embed_on_device
@@ -71,7 +71,7 @@ class JetViT(nn.Module):
             in patches, ``mixers.L.conv``, the deployment switches ``mixers.L.kernel`` / ``mixers.W.kernel``);
             :func:`~jetvit_mm.models.mixers.default_mixers` writes the default table with some options changed.
         checkpoint: local weights in any supported format (official DINOv3, timm, Hugging Face DINOv3,
-            DepthAnythingV2, JetViT's own), loaded strictly and safely.
+            DepthAnythingV2, JetViT's own), loaded strictly and safely (:meth:`load_checkpoint`).
         inherit: ``'all'`` keeps the checkpoint's q/k/v/o in every mixer; ``'mlp'`` re-initialises them in
             non-F layers (the paper's comparison).
         out_indices: layers whose outputs ``forward`` returns (negative counts from the end); default: the
@@ -264,6 +264,9 @@ class JetViT(nn.Module):
         """What this model computes beyond its weights: model, arch, parameter-free mixer options."""
         return ArchSpec.build(self.model_name, self.build_args, arch=self.arch)
 
+    def extra_repr(self) -> str:
+        return f'{self.model_name}, embed_dim={self.embed_dim}, depth={self.depth}, num_heads={self.num_heads}'
+
     def get_extra_state(self) -> torch.Tensor:
         """The arch spec, saved in every state dict (key ``_extra_state``) so that every load can check it."""
         return self.spec.to_tensor()
@@ -273,45 +276,26 @@ class JetViT(nn.Module):
         check_spec(ArchSpec.from_tensor(state, 'the loaded state dict'), self.spec, 'the loaded state dict')
 
     def load_checkpoint(self, path: Union[str, Path], prefix: Optional[str] = None) -> str:
-        """Load teacher or JetViT weights from ``path`` strictly; returns the detected format.
-
-        ``path`` may also be another program's checkpoint that holds one JetViT, e.g. a runner checkpoint of a
-        fine-tuned distiller or a downstream model (:func:`~jetvit_mm.models.checkpoint.jetvit_part`). ``prefix``
-        (``'backbone.'``, as mmengine's ``init_cfg=dict(type='Pretrained', prefix=...)``) takes only the weights under
-        it, prefix removed.
-        """
+        """Load teacher or JetViT weights from ``path`` (of a runner checkpoint, its ``student.`` / ``backbone.``
+        part) strictly (:func:`~jetvit_mm.models.checkpoint.apply_checkpoint`); returns the detected format.
+        ``prefix`` (as mmengine's ``init_cfg=dict(type='Pretrained', prefix=...)``): only the weights under it."""
         checkpoint = read(path, prefix)
-        fit(self, checkpoint)
+        apply_checkpoint(self, checkpoint)
         return checkpoint.format
 
-    def load_jetvit_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
-                               saved: Optional[ArchSpec] = None) -> None:
-        """Strict load of JetViT-named weights, checked against the spec they were saved with (the state's own, else
-        ``saved``). A teacher's weights (no spec, or all F) may lack the L mixers' new parameters (kept as
-        initialised); a hybrid's may not, nor may weights without a spec that hold some of them."""
-        self.load_state_dict(self.prepare_jetvit_state(state, source, saved), strict=False)
-
-    def prepare_jetvit_state(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
+    def checkpoint_filter_fn(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
                              saved: Optional[ArchSpec] = None) -> Dict[str, torch.Tensor]:
-        """The checks and renames of :meth:`load_jetvit_state_dict`, without the load: the state it would load
-        (non-strictly: the parameters it lacks keep their initialisation). The tensors are ``state``'s own."""
-        own = self.state_dict()
+        """This model's key map (timm's ``checkpoint_filter_fn``): JetViT-named weights saved with the spec ``saved``
+        -> the state it loads. All-zero qkv biases are dropped when it has none (a non-zero one is an error), RoPE
+        periods when it computes them, and a teacher's q/k/v/o (no spec, or all F) of the layers whose mixer
+        inherits nothing. The tensors are ``state``'s own."""
         state = dict(state)
-        if SPEC_KEY in state:
-            saved = ArchSpec.from_tensor(state.pop(SPEC_KEY), source)
-        check_spec(saved, self.spec, source)
         if not self.qkv_bias:  # timm's DINOv3 S/B/L have no qkv bias; checkpoints may carry all-zero ones
             self._drop_zero_qkv_biases(state, source)
         if self.rope is not None and self.rope_periods == 'computed':
             state.pop('rope.periods', None)
-        optional = ['rope.periods', SPEC_KEY]  # timm / Hugging Face files: computed periods; files without a spec
         if saved is None or saved.is_teacher:
             self._drop_teacher_attention_of_own_init_mixers(state)
-            new = self.new_parameter_names()
-            if not any(name in state for name in new):
-                optional += new  # a teacher's weights; a file with some of them must have all (missing ones are named)
-        check_state_keys(own, state, f'JetViT({self.model_name}, embed_dim={self.embed_dim}, depth={self.depth}, '
-                         f'num_heads={self.num_heads})', source, optional=optional)
         return state
 
     def _drop_zero_qkv_biases(self, state: Dict[str, torch.Tensor], source: str) -> None:

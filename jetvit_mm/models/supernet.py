@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from .arch import SPEC_KEY, ArchSpec
+from .checkpoint import apply_checkpoint
 from .jetvit import TEACHER_ATTN_PARAMS, JetViT
 from .mixers import MIXERS, validate_arch
 
@@ -122,16 +123,13 @@ class JetViTSupernet(JetViT):
                         if layer.bias is not None:
                             nn.init.zeros_(layer.bias)
 
-    def prepare_jetvit_state(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
+    def checkpoint_filter_fn(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
                              saved: Optional[ArchSpec] = None) -> Dict[str, torch.Tensor]:
-        """Load plain JetViT / teacher weights: each layer's attention weights go to every candidate; the teacher's
-        q/k/v/o only to those that inherit them (``inherits = 'qkv_proj'``): a candidate that inherits nothing keeps
-        its own initialisation."""
-        state = dict(state)
-        if not self.qkv_bias:
-            self._drop_zero_qkv_biases(state, source)
+        """JetViT's key map, then plain JetViT / teacher weights expanded: each layer's attention weights go to every
+        candidate; the teacher's q/k/v/o only to those that inherit them (``inherits = 'qkv_proj'``): a candidate that
+        inherits nothing keeps its own initialisation."""
         expanded = {}
-        for key, value in state.items():
+        for key, value in super().checkpoint_filter_fn(state, source, saved).items():
             parts = key.split('.')
             if parts[0] == 'blocks' and parts[2] == 'attn' and parts[3] != 'candidates' and int(parts[1]) < self.depth:
                 layer = int(parts[1])
@@ -142,7 +140,7 @@ class JetViTSupernet(JetViT):
                     expanded['.'.join(parts[:3] + ['candidates', letter] + parts[3:])] = value
             else:
                 expanded[key] = value  # (a layer this model lacks is reported as unexpected)
-        return super().prepare_jetvit_state(expanded, source, saved)
+        return expanded
 
     def subnet_state_dict(self, arch: str) -> Dict[str, torch.Tensor]:
         """Weights of the plain JetViT for ``arch``: shared weights plus the chosen candidates'."""
@@ -162,7 +160,7 @@ class JetViTSupernet(JetViT):
         """A standalone :class:`JetViT` with ``arch`` and this supernet's weights for that path, on the supernet's
         device and in its dtype."""
         subnet = JetViT(arch=arch, **self.build_args)
-        subnet.load_jetvit_state_dict(self.subnet_state_dict(arch), source='supernet path')
+        apply_checkpoint(subnet, self.subnet_state_dict(arch), source='supernet path')
         weight = self.patch_embed.proj.weight
         return subnet.to(device=weight.device, dtype=weight.dtype).train(self.training)
 

@@ -1,11 +1,11 @@
 """Export a searched arch: a standalone JetViT checkpoint, a downstream checkpoint and a fine-tuning config."""
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Tuple, Union
 
 from mmengine.config import Config, ConfigDict
 
 from jetvit_mm.jsonio import atomic_write
-from jetvit_mm.models.checkpoint import read, save
+from jetvit_mm.models.checkpoint import Checkpoint, read, save
 from jetvit_mm.models.supernet import JetViTSupernet
 
 from ..checkpoint import export_config_text
@@ -16,14 +16,16 @@ from ..search.scoring import build_downstream_model, load_downstream_heads, load
 TRAINING_SWITCHES = ('grad_checkpointing', )
 
 
-def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_checkpoint: Optional[str] = None,
-                  distill_config: Optional[str] = None, downstream_cfg: Optional[Config] = None) -> Dict[str, Path]:
+def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path,
+                  head_checkpoint: Optional[Union[str, Checkpoint]] = None, distill_config: Optional[str] = None,
+                  downstream_cfg: Optional[Config] = None) -> Dict[str, Path]:
     """Write the ``arch`` subnet of ``supernet`` to ``out_dir``; returns the written paths.
 
     - ``hybrid_<arch>.pth``: JetViT weights (``{'state_dict', 'meta'}``), loaded strictly by
       ``JetViT(arch=<arch>, checkpoint=...)`` with the supernet's other arguments.
-    - ``hybrid_<arch>_with_head.pth`` (with ``head_checkpoint``): the downstream model of the head checkpoint with
-      its backbone replaced: ``tools/test.py CONFIG this.pth --cfg-options model.backbone.arch=<arch>``. With
+    - ``hybrid_<arch>_with_head.pth`` (with ``head_checkpoint``, a path or read already): the downstream model of the
+      head checkpoint with its backbone replaced: ``tools/test.py CONFIG this.pth --cfg-options
+      model.backbone.arch=<arch>``. With
       ``downstream_cfg`` (the config of that model) its meta holds that config, backbone set to the hybrid,
       literal-only (``meta['cfg']``), so ``tools/infer.py this.pth IMAGES`` needs no config.
     - ``finetune_<arch>.py`` (with ``distill_config``): distillation of the fixed hybrid from the teacher.
@@ -34,9 +36,8 @@ def export_hybrid(supernet: JetViTSupernet, arch: str, out_dir: Path, head_check
     state = supernet.subnet_state_dict(arch)  # checks the arch; holds the subnet's spec
     full, head_meta, cfg_text = None, {}, None
     if head_checkpoint is not None:  # read every input before anything is written
-        full = read(head_checkpoint).raw
-        head_meta = full.get('meta') if isinstance(full.get('meta'), dict) else {}
-        full = full.get('state_dict', full)
+        head = read(head_checkpoint)
+        full, head_meta = head.state, head.meta
         if downstream_cfg is not None:
             cfg_text = export_config_text(downstream_cfg, arch, build_args)
     out_dir = Path(out_dir)
@@ -77,9 +78,10 @@ def export_from_checkpoint(cfg: Config, checkpoint: str, arch: str, out_dir: Pat
     """:func:`export_hybrid` of the supernet in a distillation ``checkpoint``, built with ``cfg``'s backbone (a
     downstream config, as the search uses); ``head_checkpoint`` must fit ``cfg``'s model, as the search requires."""
     supernet, _ = load_supernet(checkpoint, cfg)
-    if head_checkpoint is not None:
-        load_downstream_heads(build_downstream_model(cfg), head_checkpoint, Path(cfg.filename).name)
-    return export_hybrid(supernet, arch, out_dir, head_checkpoint, distill_config, downstream_cfg=cfg)
+    head = None if head_checkpoint is None else read(head_checkpoint)  # read once: checked here, exported there
+    if head is not None:
+        load_downstream_heads(build_downstream_model(cfg), head, Path(cfg.filename).name)
+    return export_hybrid(supernet, arch, out_dir, head, distill_config, downstream_cfg=cfg)
 
 
 def check_distill_teacher(distill_config: Path, model_name: str) -> None:

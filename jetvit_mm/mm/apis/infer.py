@@ -131,25 +131,25 @@ def read_image(path: Path) -> np.ndarray:
     return image
 
 
-def read_weights(checkpoint: str) -> Dict:
-    """``checkpoint`` read once, whole and checked (:func:`~jetvit_mm.models.checkpoint.read`: weights only, its
-    CRCs and tensor digest), in the layout a config's model loads: an official DepthAnythingV2 file
+def read_weights(checkpoint):
+    """``checkpoint`` (a path, or read already) read once, whole and checked (:func:`~jetvit_mm.models.checkpoint.read`:
+    weights only, its CRCs and tensor digest), in the layout a config's model loads: an official DepthAnythingV2 file
     (``pretrained.*`` + ``depth_head.*``) as the mmseg depth estimator's (what tools/convert_depth_anything.py
     writes)."""
-    from jetvit_mm.models.checkpoint import read
+    from jetvit_mm.models.checkpoint import Checkpoint, read
     from jetvit_mm.models.depth_anything import mmseg_checkpoint
 
-    read_once = read(checkpoint)
-    raw = read_once.raw
-    keys = (raw.get('state_dict', raw) if isinstance(raw, dict) else {}).keys()
+    checkpoint = read(checkpoint)
+    keys = checkpoint.state.keys()
     if any(k.startswith('pretrained.') for k in keys) and any(k.startswith('depth_head.') for k in keys):
-        return mmseg_checkpoint(read_once)
-    return raw
+        converted = mmseg_checkpoint(checkpoint)
+        return Checkpoint(checkpoint.path, converted, converted['meta'])
+    return checkpoint
 
 
-def resolve_config(config: Optional[Union[str, Path]], checkpoint: Optional[str], weights: Optional[Dict] = None):
-    """``config`` (a file), or with none the config ``checkpoint`` carries (read literal-only, never run; from
-    ``weights``, the checkpoint read already, when given)."""
+def resolve_config(config: Optional[Union[str, Path]], checkpoint):
+    """``config`` (a file), or with none the config ``checkpoint`` (a path, or read already) carries (read
+    literal-only, never run)."""
     if config is not None:
         return str(config)
     if checkpoint is None:
@@ -157,26 +157,26 @@ def resolve_config(config: Optional[Union[str, Path]], checkpoint: Optional[str]
                          'IMAGES... or tools/infer.py CONFIG CHECKPOINT IMAGES...')
     from ..checkpoint import config_of_checkpoint
 
-    return config_of_checkpoint(checkpoint, weights)
+    return config_of_checkpoint(checkpoint)
 
 
-def load_model(config, checkpoint: Optional[str], device: str = 'cpu', weights: Optional[Dict] = None):
+def load_model(config, checkpoint=None, device: str = 'cpu'):
     """mmseg's ``init_model`` (``config``: a file or a :class:`~mmengine.config.Config`) with ``checkpoint``'s
-    weights (:func:`read_weights`, or ``weights`` when read already) checked to fit the config's model first (a
-    clear error naming the missing or mis-shaped keys or the other arch, instead of mmengine's warning), and a test
+    weights (a path, or read already: :func:`read_weights`) applied strictly
+    (:func:`~jetvit_mm.models.checkpoint.apply_checkpoint`: missing or mis-shaped keys and another arch are an error
+    naming them, not mmengine's warning; keys beyond the model, a distiller's ``teacher.*``, left out), and a test
     pipeline without the annotation loaders."""
     from mmseg.apis import init_model
 
-    from ..checkpoint import load_weights
+    from jetvit_mm.models.checkpoint import apply_checkpoint
 
     model = init_model(config if isinstance(config, (str, Path)) else copy.deepcopy(config), None, device=device)
     name = config if isinstance(config, (str, Path)) else config.filename
     if checkpoint is not None:
-        weights = read_weights(checkpoint) if weights is None else weights
-        load_weights(model, weights, checkpoint, str(name))
-        meta = weights.get('meta', {}) if isinstance(weights, dict) else {}
-        if meta.get('dataset_meta'):
-            model.dataset_meta = meta['dataset_meta']
+        weights = read_weights(checkpoint)
+        apply_checkpoint(model, weights, allow_unexpected=True, target=f'the model of {name}')
+        if weights.meta.get('dataset_meta'):
+            model.dataset_meta = weights.meta['dataset_meta']
     model.cfg.test_pipeline = [t for t in model.cfg.test_pipeline if t['type'] not in ANNOTATION_LOADERS]
     preprocessor, patch = model.data_preprocessor, getattr(model.backbone, 'patch_size', None)
     if patch and not (getattr(preprocessor, 'test_cfg', None) or {}).get('size_divisor'):
@@ -270,8 +270,8 @@ def run_inference(config: Optional[str], checkpoint: Optional[str], inputs: Sequ
     paths = collect_images(inputs)
     out_dir = Path(out_dir)
     stems = output_stems(paths, out_dir)
-    weights = read_weights(checkpoint) if checkpoint is not None else None  # the one read of the file
-    model = load_model(resolve_config(config, checkpoint, weights), checkpoint, device, weights)
+    checkpoint = None if checkpoint is None else read_weights(checkpoint)  # the one read of the file
+    model = load_model(resolve_config(config, checkpoint), checkpoint, device)
     suffixes = task_outputs(model)
     check_outputs_free([f for stem in stems for f in outputs_of(stem, suffixes)], paths, overwrite)
     palette = palette_of(model)

@@ -8,14 +8,14 @@ features' mean cosine similarity. The hybrid's usual outputs (:func:`~jetvit_mm.
 written too.
 
 The teacher is built from the hybrid's config with the backbone arch its checkpoint's spec names, and checked to
-fit as the hybrid is (:func:`~jetvit_mm.mm.checkpoint.check_checkpoint_fits`).
+fit as the hybrid is (:func:`~jetvit_mm.mm.apis.infer.load_model`).
 """
 import copy
 import functools
 import json
 import math
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import cv2
 import numpy as np
@@ -23,8 +23,7 @@ import torch
 from mmengine.config import Config
 
 from jetvit_mm.benchmark.timing import summarize, time_interleaved
-from jetvit_mm.models.arch import spec_from_state
-from jetvit_mm.models.checkpoint import read, strip_wrapper_prefix
+from jetvit_mm.models.checkpoint import Checkpoint, read
 from jetvit_mm.visual import colour_map, fit_pca, labelled_row, mean_cosine, pca_colours
 
 from ..checkpoint import without_backbone_checkpoint
@@ -38,6 +37,7 @@ from .infer import (
     outputs_of,
     palette_of,
     read_image,
+    read_weights,
     resolve_config,
     task_outputs,
     write_image,
@@ -47,14 +47,11 @@ from .infer import (
 __all__ = ['load_teacher', 'run_compare', 'teacher_config']
 
 
-def teacher_config(cfg: Config, checkpoint: str) -> Config:
+def teacher_config(cfg: Config, checkpoint: Union[str, Checkpoint]) -> Config:
     """``cfg`` with the backbone arch that ``checkpoint``'s saved spec names (all F for a teacher's downstream
-    checkpoint) and no weights file of its own; ``cfg`` unchanged where the checkpoint names no arch."""
-    raw = read(checkpoint, mmap=True).raw
-    state = raw.get('state_dict', raw) if isinstance(raw, dict) else {}
-    if isinstance(state, dict):
-        state = strip_wrapper_prefix(state)
-    spec = spec_from_state(state, 'backbone.', checkpoint) if isinstance(state, dict) else None
+    checkpoint; a path, or read already) and no weights file of its own; ``cfg`` unchanged where the checkpoint names
+    no arch."""
+    spec = read(checkpoint, mmap=True).spec
     cfg = without_backbone_checkpoint(cfg)
     backbone = cfg.model.get('backbone')
     if spec is not None and spec.arch is not None and isinstance(backbone, dict):
@@ -66,7 +63,8 @@ def load_teacher(cfg: Config, checkpoint: str, device: str = 'cpu'):
     """The model of :func:`teacher_config` with ``checkpoint``'s weights; ValueError naming ``checkpoint`` when it
     does not fit (another arch length, missing or mis-shaped keys), as for the hybrid's checkpoint."""
     try:
-        return load_model(teacher_config(cfg, checkpoint), checkpoint, device)
+        weights = read_weights(checkpoint)
+        return load_model(teacher_config(cfg, weights), weights, device)
     except ValueError as error:
         if str(error).startswith(str(checkpoint)):
             raise
@@ -165,6 +163,7 @@ def run_compare(config: Optional[str], checkpoint: Optional[str], inputs: Sequen
     paths = collect_images(inputs)
     out_dir = Path(out_dir)
     stems = output_stems(paths, out_dir)
+    checkpoint = None if checkpoint is None else read_weights(checkpoint)  # the one read of the file
     cfg = resolve_config(config, checkpoint)
     hybrid = load_model(cfg, checkpoint, device)
     check_outputs_free(planned_outputs(stems, task_outputs(hybrid), out_dir, teacher_checkpoint is not None, pca),

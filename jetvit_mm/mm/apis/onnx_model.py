@@ -37,10 +37,8 @@ def build_export_module(config: str, checkpoint: Optional[str], part: str = 'mod
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmseg')):
         model = MODELS.build(cfg.model)
     if checkpoint is not None:
-        from jetvit_mm.models.checkpoint import read
+        from jetvit_mm.models.checkpoint import apply_checkpoint, read
 
-        from ..checkpoint import load_weights
-
-        load_weights(model, read(checkpoint).raw, checkpoint, config)
+        apply_checkpoint(model, read(checkpoint), allow_unexpected=True, target=f'the model of {config}')
     backbone, head = export_parts(model, part)
     return ExportModule(backbone, head).eval(), backbone.patch_size

@@ -8,9 +8,9 @@ mmengine 0.10.7 writes checkpoints whose ``message_hub`` holds :class:`~mmengine
 ``init_model``, the inferencers, through mmengine's unchanged loader) load them, still weights-only. Checkpoints this
 project's runner writes hold none of them (:func:`plain_message_hub`); older ones do.
 
-Here too: the hook that saves each checkpoint so (:class:`CheckpointDigestHook`), the fit of a checkpoint to a whole
-model (:func:`check_fits`), and the config a checkpoint carries (:func:`config_of_checkpoint`, read literal-only,
-never run).
+Here too: the hook that saves each checkpoint so (:class:`CheckpointDigestHook`) and the config a checkpoint carries
+(:func:`config_of_checkpoint`, read literal-only, never run). Applying one to a model is the core's
+:func:`~jetvit_mm.models.checkpoint.apply_checkpoint`.
 """
 import copy
 import pickle
@@ -22,18 +22,16 @@ import torch
 from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.logging import HistoryBuffer
-from torch import nn
 
-from jetvit_mm.models.arch import SPEC_KEY, check_spec, spec_from_state
-from jetvit_mm.models.checkpoint import read, strip_wrapper_prefix
+from jetvit_mm.models.checkpoint import Checkpoint, read
 from jetvit_mm.models.checkpoint.config_text import literal_assignments, literal_text
 from jetvit_mm.models.checkpoint.integrity import with_digest
 
 from ..registry import HOOKS
 
-__all__ = ['ArchSpecHook', 'CheckpointDigestHook', 'allow_runner_checkpoint_types', 'check_checkpoint_fits',
-           'check_fits', 'config_of_checkpoint', 'export_config_text', 'load_weights', 'plain_message_hub',
-           'restore_message_hub', 'runner_safe_globals', 'saved_model_config', 'without_backbone_checkpoint']
+__all__ = ['ArchSpecHook', 'CheckpointDigestHook', 'allow_runner_checkpoint_types', 'config_of_checkpoint',
+           'export_config_text', 'plain_message_hub', 'restore_message_hub', 'runner_safe_globals',
+           'saved_model_config', 'without_backbone_checkpoint']
 
 _BUILTIN_STATISTICS = frozenset({'min', 'max', 'current', 'mean'})
 
@@ -71,63 +69,6 @@ def allow_runner_checkpoint_types() -> None:
     missing = [entry for entry in runner_safe_globals() if entry not in present]
     if missing:
         torch.serialization.add_safe_globals(missing)
-
-
-def check_checkpoint_fits(model: nn.Module, filename: str, config_name: str) -> None:
-    """:func:`check_fits` of the checkpoint ``filename``, reading only its pickle (mapped): for a load that follows
-    elsewhere (the runner's ``load_from``), which checks the rest."""
-    check_fits(model, read(filename, mmap=True).raw, filename, config_name)
-
-
-def load_weights(model: nn.Module, checkpoint: Any, filename: str, config_name: str) -> None:
-    """Load ``checkpoint`` (``filename`` read whole by the core's :func:`~jetvit_mm.models.checkpoint.read`: weights
-    only, its CRCs and tensor digest checked) into ``model``, after :func:`check_fits`; keys beyond the model (a
-    distiller's ``teacher.*``) are left out, as mmengine's non-strict load leaves them."""
-    from mmengine.model import is_model_wrapper
-
-    check_fits(model, checkpoint, filename, config_name)
-    model = model.module if is_model_wrapper(model) else model
-    state = strip_wrapper_prefix(checkpoint.get('state_dict', checkpoint))
-    own = model.state_dict().keys()
-    model.load_state_dict({k: v for k, v in state.items() if k in own}, strict=False)
-
-
-def check_fits(model: nn.Module, raw: Any, filename: str, config_name: str) -> None:
-    """Refuse to evaluate ``model`` with a checkpoint (``raw``, loaded from ``filename``) that leaves part of it as
-    initialised or holds another arch.
-
-    mmengine's ``load_from`` loads non-strictly and only warns, so a missing head, a backbone of another patch size,
-    a hybrid of another arch (W and F layers have the same parameters) or one trained with another W window or L
-    option (no parameters at all) would be scored silently. Keys the checkpoint has beyond the model (a distiller's
-    ``teacher.*``) are allowed; so are the L mixers' conv parameters when the checkpoint is a teacher's (they stay
-    as initialised, as when ``JetViT`` loads a teacher), and the arch spec of a checkpoint written before specs.
-    """
-    from mmengine.model import is_model_wrapper
-
-    from jetvit_mm.models.jetvit import JetViT
-
-    model = model.module if is_model_wrapper(model) else model
-    state = raw.get('state_dict', raw) if isinstance(raw, dict) else None
-    if not isinstance(state, dict):
-        raise ValueError(f'{filename} does not hold a state dict')
-    state = strip_wrapper_prefix(state)
-    backbone = getattr(model, 'backbone', None)
-    optional = {k for k in model.state_dict() if k.endswith(SPEC_KEY)}
-    if isinstance(backbone, JetViT):
-        saved = spec_from_state(state, 'backbone.', filename)
-        check_spec(saved, backbone.spec, filename, what='model')
-        new = {f'backbone.{name}' for name in backbone.new_parameter_names()}
-        if (saved is None or saved.is_teacher) and not new & state.keys():  # a teacher's: none of them, not some
-            optional |= new
-    own = {k: v for k, v in model.state_dict().items() if not k.startswith('data_preprocessor.')}
-    missing = sorted(k for k in own if k not in state and k not in optional)
-    shapes = sorted(f'{k}: {tuple(state[k].shape)} vs {tuple(v.shape)}' for k, v in own.items()
-                    if k in state and not k.endswith(SPEC_KEY) and tuple(state[k].shape) != tuple(v.shape))
-    if missing or shapes:
-        raise ValueError(f'{filename} does not fit the model of {config_name}: '
-                         + (f'{len(missing)} missing key(s) {missing[:8]}' if missing else '')
-                         + ('; ' if missing and shapes else '')
-                         + (f'{len(shapes)} mis-shaped (checkpoint vs model) {shapes[:8]}' if shapes else ''))
 
 
 def saved_model_config(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
@@ -214,23 +155,21 @@ class ArchSpecHook(Hook):
     and into the config text of checkpoints written then) still build."""
 
 
-def config_of_checkpoint(filename: str, raw: Optional[Dict[str, Any]] = None) -> Config:
-    """The config saved in ``filename``'s ``meta['cfg']`` (``raw``: the checkpoint read already), read without
-    running it; ValueError naming the ``CONFIG CHECKPOINT`` form when the checkpoint holds none (or none with a
-    literal ``model``)."""
-    if raw is None:
-        raw = read(filename, mmap=True).raw
-    meta = raw.get('meta') if isinstance(raw, dict) else None
-    text = meta.get('cfg') if isinstance(meta, dict) else None
+def config_of_checkpoint(checkpoint: Union[str, Checkpoint]) -> Config:
+    """The config saved in ``checkpoint``'s ``meta['cfg']`` (a path, or read already), read without running it;
+    ValueError naming the ``CONFIG CHECKPOINT`` form when the checkpoint holds none (or none with a literal
+    ``model``)."""
+    checkpoint = read(checkpoint, mmap=True)
+    text = checkpoint.meta.get('cfg')
     values = literal_assignments(text) if isinstance(text, str) else {}
     if not isinstance(values.get('model'), dict):
         found = 'no config text (meta["cfg"])' if not isinstance(text, str) else \
             'config text (meta["cfg"]) without a literal `model = dict(...)`'
-        raise ValueError(f'{filename} holds {found}, so it cannot be run on its own: give its config too, '
+        raise ValueError(f'{checkpoint.path} holds {found}, so it cannot be run on its own: give its config too, '
                          f'tools/infer.py CONFIG CHECKPOINT IMAGES... (checkpoints of tools/train.py and the '
                          f'_with_head.pth of tools/export_hybrid.py carry their config)')
     values.pop('_base_', None)
-    return without_backbone_checkpoint(Config(values, cfg_text=literal_text(values), filename=str(filename)))
+    return without_backbone_checkpoint(Config(values, cfg_text=literal_text(values), filename=str(checkpoint.path)))
 
 
 def without_backbone_checkpoint(cfg: Config) -> Config:

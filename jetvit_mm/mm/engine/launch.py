@@ -14,16 +14,17 @@ from typing import Callable, Iterator, Optional, Tuple
 import torch
 from mmengine.config import Config, DictAction
 from mmengine.dist import is_main_process
+from mmengine.model import is_model_wrapper
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 from mmengine.utils import import_modules_from_strings
 
 from jetvit_mm.cli import check_inputs, check_outputs, integer
 from jetvit_mm.jsonio import write_json_atomic
-from jetvit_mm.models.checkpoint import read
+from jetvit_mm.models.checkpoint import Checkpoint, apply_checkpoint, read
 from jetvit_mm.process_state import set_switch, switch
 
-from ..checkpoint import check_checkpoint_fits
+from .runner import JetViTRunner
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
@@ -135,11 +136,18 @@ def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit
         leave(0)
 
 
-def build_runner(cfg: Config) -> Runner:
+def build_runner(cfg: Config, checkpoint: Optional[Checkpoint] = None, fit_config: Optional[str] = None) -> Runner:
     """The runner ``cfg`` names, built as mmseg's and mmdet's own ``tools/train.py`` build it: ``runner_type``
     (``configs/_base_``: :class:`~jetvit_mm.mm.engine.runner.JetViTRunner`, or ``FSDP2Runner`` next to an FSDP2
-    wrapper) from mmengine's ``RUNNERS``, else mmengine's ``Runner``."""
-    return RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
+    wrapper) from mmengine's ``RUNNERS``, else mmengine's ``Runner``. ``checkpoint``: the file it loads, read
+    already; ``fit_config``: it must fit the model of that config (mmengine's ``load_from`` would only warn)."""
+    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
+    if isinstance(runner, JetViTRunner):
+        runner.given_checkpoint, runner.fit_config = checkpoint, fit_config
+    elif checkpoint is not None and fit_config is not None:  # mmengine's own runner reads the file again
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        apply_checkpoint(model, checkpoint, allow_unexpected=True, load=False, target=f'the model of {fit_config}')
+    return runner
 
 
 def latest_checkpoint(work_dir: str) -> Optional[str]:
@@ -180,27 +188,30 @@ def check_resume_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
         parser.error(f'--resume {args.resume}: checkpoint file not found')
 
 
-def set_resume(cfg: Config, resume: Optional[str]) -> None:
+def set_resume(cfg: Config, resume: Optional[str]) -> Optional[Checkpoint]:
     """``--resume`` alone: the latest checkpoint in work_dir; ``--resume CKPT``: that file.
 
     A config without ``randomness.seed`` takes the resumed run's seed. mmengine restores it only after the train
-    dataloader's sampler has been seeded, so a resumed run would otherwise see the images in another order.
+    dataloader's sampler has been seeded, so a resumed run would otherwise see the images in another order. Returns
+    the checkpoint when it was read for its seed, for the runner to resume from (:func:`build_runner`); not a sharded
+    FSDP2 one, whose shards each rank loads when the run resumes.
     """
     if resume is None:
-        return
+        return None
     cfg.resume = True
     cfg.load_from = None if resume == 'auto' else resume
     path = latest_checkpoint(cfg.work_dir) if resume == 'auto' else resume
     if path is None:
-        return  # 'auto' with nothing saved starts afresh
+        return None  # 'auto' with nothing saved starts afresh
     if not osp.isfile(path):
         raise FileNotFoundError(f'--resume {path}: checkpoint not found')
     randomness = dict(cfg.get('randomness') or {})
     if randomness.get('seed') is not None:
-        return
-    seed = read(path, mmap=True).meta.get('seed')
-    if seed is not None:
-        cfg.randomness = dict(randomness, seed=seed)
+        return None
+    checkpoint = read(path)
+    if checkpoint.meta.get('seed') is not None:
+        cfg.randomness = dict(randomness, seed=checkpoint.meta['seed'])
+    return None if checkpoint.meta.get('fsdp2') == 'sharded' else checkpoint
 
 
 def enable_amp(cfg: Config) -> None:
@@ -216,15 +227,12 @@ def enable_amp(cfg: Config) -> None:
 
 
 def test_checkpoint(cfg: Config, checkpoint: str, config_name: str) -> dict:
-    """Evaluate ``checkpoint`` with the runner and ``cfg``'s test evaluator, after refusing a checkpoint that does
-    not fit the model (:func:`~jetvit_mm.mm.checkpoint.check_checkpoint_fits`: mmengine's ``load_from`` would only
-    warn); returns the metrics."""
+    """Evaluate ``checkpoint`` (read once) with the runner and ``cfg``'s test evaluator, refused if it does not fit
+    the model (:func:`build_runner`); returns the metrics."""
     if not osp.isfile(checkpoint):
         raise FileNotFoundError(f'checkpoint not found: {checkpoint}')
     cfg.load_from = checkpoint
-    runner = build_runner(cfg)
-    check_checkpoint_fits(runner.model, checkpoint, config_name)
-    return runner.test()
+    return build_runner(cfg, read(checkpoint), fit_config=config_name).test()
 
 
 def write_metrics(metrics: dict, path: str) -> None:

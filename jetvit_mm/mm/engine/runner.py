@@ -8,8 +8,9 @@ It is mmengine's :class:`~mmengine.runner.Runner` with:
   (:class:`~jetvit_mm.mm.datasets.data_checks.CheckedDataMixin`);
 - distributed training without a GPU (``--launcher pytorch`` / ``slurm`` on CPU: a gloo process group, DDP without
   device ids), where mmengine's ``init_dist`` assumes CUDA;
-- ``load_from`` and resumed checkpoints read by the core's :func:`~jetvit_mm.models.checkpoint.read` (weights-only
-  with the runner's data types allowed, checked, their config text never run), not by mmengine's loader.
+- ``load_from`` and resumed checkpoints read once by the core's :func:`~jetvit_mm.models.checkpoint.read`
+  (weights-only with the runner's data types allowed, checked, their config text never run), not by mmengine's
+  loader, and applied by its :func:`~jetvit_mm.models.checkpoint.apply_checkpoint`.
 
 :class:`~jetvit_mm.mm.engine.fsdp.FSDP2Runner` (``runner_type = 'FSDP2Runner'``, for an ``FSDP2Wrapper`` model)
 builds on it.
@@ -25,10 +26,9 @@ import torch
 from mmengine.model import is_model_wrapper
 from mmengine.registry import MODEL_WRAPPERS, RUNNERS
 from mmengine.runner import Runner
-from mmengine.runner.checkpoint import load_state_dict
 from torch.nn.parallel import DistributedDataParallel
 
-from jetvit_mm.models.checkpoint import read
+from jetvit_mm.models.checkpoint import Checkpoint, apply_checkpoint, read
 
 from ..checkpoint import allow_runner_checkpoint_types
 from ..datasets.data_checks import CheckedDataMixin
@@ -78,6 +78,8 @@ class JetViTRunner(CheckedDataMixin, Runner):
     (see the module's documentation); what ``configs/_base_`` names as ``runner_type``."""
 
     shards_with_fsdp2 = False  # FSDP2Runner: the runner an FSDP2Wrapper needs
+    given_checkpoint: Optional[Checkpoint] = None  # the file of load_from / resume, read already by the tool
+    fit_config: Optional[str] = None  # tools/test.py: the checkpoint must fit the model of this config
 
     def register_default_hooks(self, hooks: Optional[Dict[str, Any]] = None) -> None:
         """mmengine's default hooks plus this project's (:data:`JETVIT_DEFAULT_HOOKS`: the runner state as plain data,
@@ -113,22 +115,30 @@ class JetViTRunner(CheckedDataMixin, Runner):
 
     def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
                         revise_keys: list = [(r'^module.', '')]) -> Dict:  # noqa: B006 (mmengine's signature)
-        """mmengine's ``load_checkpoint`` (also what ``resume`` reads through) with the file read by the core's
-        :func:`~jetvit_mm.models.checkpoint.read`: a local file, opened once, weights-only, checked, its config text
-        literal-only; an http(s) URL (a model zoo's ``load_from``) is read from its copy in torch's hub cache,
-        downloaded once as mmengine's loader does. Tensors load to the CPU (``map_location`` is mmengine's; the model
-        and optimizer place them)."""
+        """mmengine's ``load_checkpoint`` (also what ``resume`` reads through): the file read once by the core's
+        :func:`~jetvit_mm.models.checkpoint.read` (or as the tool read it: ``given_checkpoint``; an http(s) URL, a
+        model zoo's ``load_from``, from its copy in torch's hub cache, downloaded once as mmengine's loader does),
+        applied by :func:`~jetvit_mm.models.checkpoint.apply_checkpoint`. What does not fit is a warning, as in
+        mmengine's non-strict load (with ``fit_config``: missing and mis-shaped keys are an error). Tensors load to
+        the CPU (the model and optimizer place them)."""
+        given, self.given_checkpoint = self.given_checkpoint, None  # taken: a later load reads the file
+        local = Path(local_copy(str(filename)))
         allow_runner_checkpoint_types()
-        checkpoint = read(local_copy(str(filename))).raw
-        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        filename = given if given is not None and given.path.resolve() == local.resolve() else read(local)
+        raw = filename.raw
+        self.call_hook('after_load_checkpoint', checkpoint=raw)
         model = self.model.module if is_model_wrapper(self.model) else self.model
-        state = checkpoint.get('state_dict', checkpoint)
+        state = raw.get('state_dict', raw)
         metadata = getattr(state, '_metadata', None)
         for pattern, replacement in revise_keys:
             state = OrderedDict((re.sub(pattern, replacement, k), v) for k, v in state.items())
         if metadata is not None:
             state._metadata = metadata
-        load_state_dict(model, state, strict)
+        target = type(model).__name__ if self.fit_config is None else f'the model of {self.fit_config}'
+        report = apply_checkpoint(model, state, strict=strict or self.fit_config is not None,
+                                  allow_unexpected=not strict, source=str(filename.path), target=target)
+        if report.describe(str(filename.path), target):
+            self.logger.warning(report.describe(str(filename.path), target))
         self._has_loaded = True
-        self.logger.info(f'Load checkpoint from {filename}')
-        return checkpoint
+        self.logger.info(f'Load checkpoint from {filename.path}')
+        return raw

@@ -9,7 +9,7 @@ from mmengine.model import BaseModel
 from jetvit_mm.distill import get_loss
 from jetvit_mm.distill.distiller import Distiller
 from jetvit_mm.distill.fsdp2 import meta_parameters, own_init_modules
-from jetvit_mm.models.checkpoint import fit, read
+from jetvit_mm.models.checkpoint import apply_checkpoint, read
 from jetvit_mm.models.jetvit import JetViT
 
 from ..registry import MODELS
@@ -58,7 +58,7 @@ class FeatureDistiller(BaseModel):
                                  f'{getattr(self.student, attr)}')
         self.distill_indices = self.student._normalise_indices(distill_indices)
         if inherit_from_teacher:
-            self.student.load_jetvit_state_dict(self.teacher.state_dict(), source='teacher weights')
+            apply_checkpoint(self.student, self.teacher.state_dict(), source='teacher weights')
             if getattr(self.student, 'inherit', 'all') == 'mlp':
                 self.student.reset_efficient_mixers()
 
@@ -74,15 +74,15 @@ class FeatureDistiller(BaseModel):
         if teacher_ckpt is None:
             raise ValueError('meta-device construction loads the weights from checkpoints: set '
                              'model.teacher.checkpoint')
-        teacher = fit(self.teacher, read(teacher_ckpt, mmap=True), load=False)
+        teacher = apply_checkpoint(self.teacher, read(teacher_ckpt, mmap=True), load=False).state
         teacher = {**{k: v for k, v in self.teacher.state_dict().items() if not v.is_meta}, **teacher}
         if student_ckpt is not None:
-            student = fit(self.student, read(student_ckpt, mmap=True), load=False)
+            student = apply_checkpoint(self.student, read(student_ckpt, mmap=True), load=False).state
         elif getattr(self.student, 'inherit', 'all') == 'mlp':
             raise ValueError('meta-device construction: the student\'s inherit=\'mlp\' re-initialises q/k/v/o at '
                              'random; use inherit=\'all\' or the non-meta path (model_wrapper_cfg.meta_init=False)')
         else:
-            student = self.student.prepare_jetvit_state(teacher, source='teacher weights')
+            student = apply_checkpoint(self.student, teacher, load=False, source='teacher weights').state
         params = dict(self.named_parameters())
         state = {f'{part}.{k}': v for part, weights in (('teacher', teacher), ('student', student))
                  for k, v in weights.items() if f'{part}.{k}' in params}

@@ -3,13 +3,13 @@ scores of two different supernets, heads, evaluation protocols (inference mode, 
 direction) or val sets, and accepts the same files under other paths; and what every process of a distributed search
 must agree on before any scoring (:func:`agreed_identity`)."""
 import copy
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from mmengine.config import Config
 from mmengine.dist import all_gather_object, get_world_size
 from mmengine.registry import DefaultScope
 
-from jetvit_mm.models.checkpoint import read, tensor_digest
+from jetvit_mm.models.checkpoint import Checkpoint, read, tensor_digest
 from jetvit_mm.search.fingerprint import files_by_content, files_by_size, value_digest
 
 from ..datasets.data_checks import DataInputError, build_checked_dataset
@@ -40,12 +40,12 @@ IDENTITY_NAMES = {
 RANK_NAMES = dict(IDENTITY_NAMES, val_content='the val set\'s files by content (every file\'s bytes)')
 
 
-def state_fingerprint(path: Optional[str]) -> Optional[str]:
-    """The digest of the tensors of the state dict in the checkpoint ``path`` (None for None): the same weights
-    give the same fingerprint in any file, under any path, whatever else (optimizer, meta) the file holds."""
-    if path is None:
+def state_fingerprint(checkpoint: Optional[Union[str, Checkpoint]]) -> Optional[str]:
+    """The digest of the tensors of the state dict in ``checkpoint`` (a path, or read already; None for None): the
+    same weights give the same fingerprint in any file, under any path, whatever else (optimizer, meta) it holds."""
+    if checkpoint is None:
         return None
-    raw = read(path, mmap=True).raw
+    raw = read(checkpoint, mmap=True).raw
     state = raw.get('state_dict', raw) if isinstance(raw, dict) else raw
     return tensor_digest({'state_dict': state})
 
@@ -116,8 +116,10 @@ def model_fingerprints(cfg: Config, metric: str) -> Dict[str, Optional[str]]:
                 data_preprocessor=_config_digest(model.get('data_preprocessor')))
 
 
-def search_identity(cfg: Config, metric: str, checkpoint: str, head_checkpoint: Optional[str]) -> Dict[str, Any]:
-    """The inputs a search's scores depend on, by content (see :data:`IDENTITY_NAMES`)."""
+def search_identity(cfg: Config, metric: str, checkpoint: Union[str, Checkpoint],
+                    head_checkpoint: Optional[Union[str, Checkpoint]]) -> Dict[str, Any]:
+    """The inputs a search's scores depend on, by content (see :data:`IDENTITY_NAMES`); the checkpoints as paths or
+    read already."""
     objective = saved_distill_objective(checkpoint) if metric == 'distill_loss' else None
     return dict(metric=metric, higher_is_better=config_metric_direction(metric, cfg),
                 distill_objective=None if objective is None else value_digest(objective),

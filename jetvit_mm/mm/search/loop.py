@@ -10,6 +10,7 @@ writes the state and the outputs.
 """
 import copy
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -20,6 +21,7 @@ from mmengine.registry import LOOPS
 from mmengine.runner import BaseLoop
 from torch.utils.data import DataLoader
 
+from jetvit_mm.models.checkpoint import Checkpoint, read
 from jetvit_mm.search.latency import load_or_measure, read_latency_table
 from jetvit_mm.search.run import SearchSettings, open_state, plot_stage, run_stage, start_arch
 from jetvit_mm.search.state import write_json_atomic
@@ -94,15 +96,19 @@ class JetViTSearchLoop(BaseLoop):
         cfg, settings = self.runner.cfg, self.settings
         given = None if self.latency_table is None else read_latency_table(Path(self.latency_table),
                                                                            declared_letters(cfg))
+        supernet_file = read(self.checkpoint)  # each checkpoint read once: compared, loaded, exported
+        head = None if self.head_checkpoint is None else read(self.head_checkpoint)
         identity = agreed_identity(  # by content; every rank's the same, or every rank stops here
-            lambda: search_identity(cfg, settings.metric, self.checkpoint, self.head_checkpoint),
+            functools.partial(search_identity, cfg, settings.metric, supernet_file, head),
             lambda: dict(val_content=val_content_fingerprint(cfg), **self._options(given)))
         state = on_main_process(lambda: open_state(self.state_path, settings.stage, identity, self.resume,
                                                    IDENTITY_NAMES))
         # the paths too, for the record only (not compared on resume)
         record = dict(identity, checkpoint=self.checkpoint, head_checkpoint=self.head_checkpoint)
-        supernet, teacher = load_supernet(self.checkpoint, cfg)
-        scorer = self._scorer(supernet, teacher)
+        supernet, teacher = load_supernet(supernet_file, cfg)
+        scorer = self._scorer(supernet, teacher, saved_distill_objective(supernet_file), head)
+        del supernet_file  # its weights are in the models (the head's are kept for the export only)
+        head = head if self.export else None
         table, size = self._latency(scorer, given)
         start = start_arch(settings.stage, supernet.search_space, state, self.step1_arch, settings.order, table)
         outcome = run_stage(settings, scorer, start, state, self.state_path, record, table, size,
@@ -112,7 +118,7 @@ class JetViTSearchLoop(BaseLoop):
         if is_main_process():
             plot_stage(outcome, settings, self.work_dir)
             if self.export:
-                self._export(supernet, outcome.result.best_arch, outcome.summary)
+                self._export(supernet, outcome.result.best_arch, outcome.summary, head)
         return outcome.summary
 
     def _options(self, given: Optional[Tuple[Dict[str, float], Optional[list]]]) -> Dict[str, Any]:
@@ -123,13 +129,12 @@ class JetViTSearchLoop(BaseLoop):
                        device=str(self.device))
         return {f'option.{k}': v for k, v in options.items()}
 
-    def _scorer(self, supernet, teacher) -> DownstreamScorer:
-        """The runner's downstream model (its heads from ``head_checkpoint``) around each scored arch."""
+    def _scorer(self, supernet, teacher, objective: dict, head: Optional[Checkpoint]) -> DownstreamScorer:
+        """The runner's downstream model (its heads from ``head``, the head checkpoint) around each scored arch."""
         cfg = self.runner.cfg
         model = self.runner.model.module if is_model_wrapper(self.runner.model) else self.runner.model
         name = Path(cfg.filename).name if cfg.filename else 'the config'
-        model = prepare_downstream_model(model, teacher, self.settings.metric, self.head_checkpoint, name)
-        objective = saved_distill_objective(self.checkpoint)
+        model = prepare_downstream_model(model, teacher, self.settings.metric, head, name)
         return DownstreamScorer(model, self.dataloader, self.evaluator, supernet, teacher, self.settings.metric,
                           device=self.device, distill_objective=objective,
                           scope=cfg.get('default_scope') or 'mmseg')
@@ -146,12 +151,12 @@ class JetViTSearchLoop(BaseLoop):
                                                         size, self.device))
         return table, size
 
-    def _export(self, supernet, best: str, summary: Dict[str, Any]) -> None:
+    def _export(self, supernet, best: str, summary: Dict[str, Any], head: Optional[Checkpoint]) -> None:
         """The best arch as a hybrid checkpoint (with the head, and the fine-tuning config with ``distill_config``);
         the config in its meta evaluates with mmengine's own ValLoop, not this search."""
         cfg = copy.deepcopy(self.runner.cfg)
         cfg.val_cfg = dict(type='ValLoop')
-        paths = export_hybrid(supernet, best, self.work_dir, self.head_checkpoint, self.distill_config,
+        paths = export_hybrid(supernet, best, self.work_dir, head, self.distill_config,
                               downstream_cfg=cfg)
         summary['export'] = {k: str(v) for k, v in paths.items()}
         write_json_atomic(self.work_dir / 'search.json', summary)

@@ -16,8 +16,8 @@ from mmengine.registry import DefaultScope
 from torch import nn
 
 from jetvit_mm.distill.distiller import Distiller
-from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec, mixer_table_of, spec_from_state
-from jetvit_mm.models.checkpoint import read, strip_prefix
+from jetvit_mm.models.arch import ArchSpec, mixer_table_of
+from jetvit_mm.models.checkpoint import Checkpoint, apply_checkpoint, read
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
 
@@ -115,60 +115,60 @@ def declared_letters(cfg: Config) -> str:
     return mixer_table_of(cfg.model.backbone).letters
 
 
-def check_trained_spec(trained: Optional[ArchSpec], built: ArchSpec, path: str) -> None:
-    """The search builds its supernet from the evaluation config's backbone; refuse one whose window or L options
-    differ from the distillation run's (``trained``: the spec the checkpoint saved). Their weights would load (these
-    options have no parameters of their own, or the same ones) and every score would be silently wrong."""
-    if trained is None:
-        return
-    differ = trained.option_differences(built)
-    if differ:
-        fix = ' '.join(f'model.backbone.{k}={a!r}' for k, (a, _) in differ.items())
-        raise ValueError(f'{path} was distilled with ' + ', '.join(f'{k}={a!r}' for k, (a, _) in differ.items())
-                         + ', but the config\'s backbone has ' + ', '.join(f'{k}={b!r}' for k, (_, b) in differ.items())
-                         + f': pass --cfg-options {fix}')
-    check_spec(trained, built, path, what='supernet')
+def distilled_with(trained: Optional[ArchSpec], built: ArchSpec, path: str) -> Optional[str]:
+    """The search builds its supernet from the evaluation config's backbone: the options to pass when its window or L
+    options differ from the distillation run's (``trained``: the spec the checkpoint saved; the load refuses it), or
+    None."""
+    differ = {} if trained is None else trained.option_differences(built)
+    if not differ:
+        return None
+    fix = ' '.join(f'model.backbone.{k}={a!r}' for k, (a, _) in differ.items())
+    return (f'{path} was distilled with ' + ', '.join(f'{k}={a!r}' for k, (a, _) in differ.items())
+            + ', but the config\'s backbone has ' + ', '.join(f'{k}={b!r}' for k, (_, b) in differ.items())
+            + f': pass --cfg-options {fix}')
 
 
-def load_supernet(path: str, cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
-    """The trained supernet (``student.*``) and its teacher (``teacher.*``) from a distillation checkpoint."""
-    raw = read(path).raw
-    state = raw.get('state_dict', raw)
-    student, teacher = strip_prefix(state, 'student.'), strip_prefix(state, 'teacher.')
+def load_supernet(checkpoint: Union[str, Checkpoint], cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
+    """The trained supernet (``student.*``) and its teacher (``teacher.*``) from a distillation checkpoint (a path, or
+    read already), each checked against the spec it was saved with."""
+    checkpoint = read(checkpoint)
     space: Dict[int, str] = {}
-    for key in student:  # any weight of a candidate (one that inherits nothing has no qkv)
-        m = re.match(r'blocks\.(\d+)\.attn\.candidates\.([A-Z])\.', key)
+    for key in checkpoint.state:  # any weight of a candidate (one that inherits nothing has no qkv)
+        m = re.match(r'student\.blocks\.(\d+)\.attn\.candidates\.([A-Z])\.', key)
         if m and m.group(2) not in space.get(int(m.group(1)), ''):
             space[int(m.group(1))] = space.get(int(m.group(1)), '') + m.group(2)
-    if not space or not teacher:
-        raise ValueError(f'{path} is not a supernet distillation checkpoint: it needs student.*.attn.candidates.* '
-                         f'and teacher.* weights (a tools/train.py checkpoint of a FeatureDistiller with a '
-                         f'JetViTSupernet student)')
+    if not space or not any(k.startswith('teacher.') for k in checkpoint.state):
+        raise ValueError(f'{checkpoint.path} is not a supernet distillation checkpoint: it needs '
+                         f'student.*.attn.candidates.* and teacher.* weights (a tools/train.py checkpoint of a '
+                         f'FeatureDistiller with a JetViTSupernet student)')
     args = backbone_args(cfg)
     declared = mixer_table_of(args).letters  # the candidates in the order the config declares its letters
 
     def rank(letter: str) -> int:
         return declared.index(letter) if letter in declared else len(declared)  # undeclared: refused below
 
-    search_space = [''.join(sorted(space[i], key=rank)) for i in range(len(space))]
-    supernet = JetViTSupernet(search_space=search_space, **args)
-    check_trained_spec(spec_from_state(state, 'student.', path), supernet.spec, path)
-    student[SPEC_KEY] = supernet.get_extra_state()  # checked above (a checkpoint written before specs has none)
-    supernet.load_state_dict(student, strict=True)
-    teacher_model = JetViT(**args)
-    check_spec(spec_from_state(state, 'teacher.', path), teacher_model.spec, path, what='teacher')
-    teacher[SPEC_KEY] = teacher_model.get_extra_state()
-    teacher_model.load_state_dict(teacher, strict=True)
-    return supernet.eval().requires_grad_(False), teacher_model.eval().requires_grad_(False)
+    supernet = JetViTSupernet(search_space=[''.join(sorted(space[i], key=rank)) for i in range(len(space))], **args)
+    student = read(checkpoint, 'student.')
+    try:
+        apply_checkpoint(supernet, student)
+    except ValueError:
+        reason = distilled_with(student.spec, supernet.spec, str(checkpoint.path))
+        if reason is None:
+            raise
+        raise ValueError(reason) from None
+    teacher = JetViT(**args)
+    apply_checkpoint(teacher, checkpoint, prefix='teacher.')
+    return supernet.eval().requires_grad_(False), teacher.eval().requires_grad_(False)
 
 
 DEFAULT_DISTILL_OBJECTIVE = dict(loss='mse', loss_cfg={}, distill_indices=(-1, ))  # FeatureDistiller's defaults
 
 
-def saved_distill_objective(path: str) -> dict:
-    """``loss``, ``loss_cfg`` and ``distill_indices`` of the FeatureDistiller that wrote the checkpoint ``path``
-    (from its saved config; FeatureDistiller's defaults for what it does not set), for ``--metric distill_loss``."""
-    meta = read(path, mmap=True).meta
+def saved_distill_objective(checkpoint: Union[str, Checkpoint]) -> dict:
+    """``loss``, ``loss_cfg`` and ``distill_indices`` of the FeatureDistiller that wrote ``checkpoint`` (a path, or
+    read already; from its saved config, FeatureDistiller's defaults for what it does not set), for ``--metric
+    distill_loss``."""
+    meta = read(checkpoint, mmap=True).meta
     model = saved_model_config(meta) or {}
     return {k: model.get(k) if model.get(k) is not None else v for k, v in DEFAULT_DISTILL_OBJECTIVE.items()}
 
@@ -181,24 +181,19 @@ def build_downstream_model(cfg: Config) -> nn.Module:
         return MODELS.build(model_cfg)
 
 
-def load_downstream_heads(model: nn.Module, path: str, config_name: str) -> None:
-    """Everything but the backbone from a trained downstream checkpoint, strictly: a segmentor's ``decode_head``
-    (and ``auxiliary_head``), a detector's ``neck``, ``rpn_head`` and ``roi_head``."""
-    state = read(path).raw
-    state = {k: v for k, v in state.get('state_dict', state).items() if not k.startswith('backbone.')}
-    if not state:
-        raise ValueError(f'{path} has no weights besides backbone.*: give the checkpoint of the teacher\'s '
+def load_downstream_heads(model: nn.Module, checkpoint: Union[str, Checkpoint], config_name: str) -> None:
+    """Everything but the backbone from a trained downstream checkpoint (a path, or read already), strictly: a
+    segmentor's ``decode_head`` (and ``auxiliary_head``), a detector's ``neck``, ``rpn_head`` and ``roi_head``."""
+    checkpoint = read(checkpoint)
+    if all(k.startswith('backbone.') for k in checkpoint.state):
+        raise ValueError(f'{checkpoint.path} has no weights besides backbone.*: give the checkpoint of the teacher\'s '
                          f'trained downstream model (head, neck, ...)')
-    own = {k for k in model.state_dict() if not k.startswith(('backbone.', 'data_preprocessor.'))}
-    missing, unexpected = sorted(own - set(state)), sorted(set(state) - own)
-    if missing or unexpected:
-        raise RuntimeError(f'{path} does not fit the downstream model of {config_name}: '
-                           f'missing {missing[:8]}, unexpected {unexpected[:8]}')
-    model.load_state_dict(state, strict=False)
+    apply_checkpoint(model, checkpoint, skip=('backbone.', 'data_preprocessor.'),
+                     target=f'the downstream model of {config_name}')
 
 
-def prepare_downstream_model(model: nn.Module, teacher: JetViT, metric: str, head_checkpoint: Optional[str],
-                              config_name: str) -> nn.Module:
+def prepare_downstream_model(model: nn.Module, teacher: JetViT, metric: str,
+                             head_checkpoint: Optional[Union[str, Checkpoint]], config_name: str) -> nn.Module:
     """The downstream model (the runner's, built from the config with a placeholder backbone) ready to score archs:
     its heads loaded strictly from ``head_checkpoint`` (not for ``distill_loss``: no head runs), the teacher as its
     backbone until :meth:`DownstreamScorer.evaluate` swaps in the model it scores, in eval mode."""

@@ -183,6 +183,8 @@ def detect_format(state: StateDict) -> str:
     keys = set(state)
     if any(k.startswith('pretrained.') for k in keys):
         return 'depth_anything_v2'
+    if '_extra_state' in keys or any('.attn.candidates.' in k for k in keys):  # a JetViT's or a supernet's own
+        return 'vit'
     if 'storage_tokens' in keys:
         return 'dinov3_official'
     if any(re.match(r'((model|dinov2)\.)?embeddings\.position_embeddings$', k) for k in keys):

@@ -1,21 +1,22 @@
-"""One checkpoint file, read once (:func:`read`), fitted into a model (:func:`fit`), written (:func:`save`).
+"""One checkpoint file, read once (:func:`read`) and written (:func:`save`); :mod:`.apply` applies it to a model.
 
 Reading is safe: safetensors, or torch's weights-only unpickler with torch's safe globals (``import jetvit_mm.mm``
 adds exactly the data types of an mmengine runner checkpoint: ``HistoryBuffer``, numpy values), nothing else. The
 file's zip CRCs and tensor digest are checked (:mod:`.integrity`), the config text it carries is made literal-only
 (:mod:`.config_text`), and a ``.pth`` naming a sharded FSDP2 directory gets its weights from there (:mod:`.sharded`).
 """
+import dataclasses
 import functools
 import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 
 from ...jsonio import atomic_write
-from ..arch import ArchSpec, check_spec, spec_from_state
+from ..arch import ArchSpec, spec_from_state
 from .config_text import neutralise_config_text
 from .formats import strip_prefix, strip_wrapper_prefix, to_jetvit_names
 from .integrity import UnsafeCheckpointError, check_zip_records, verify_digest, with_digest
@@ -27,11 +28,11 @@ RUNNER_PREFIXES = ('student.', 'backbone.')  # where a runner checkpoint holds i
 
 @dataclass
 class Checkpoint:
-    """A checkpoint as :func:`read` it: ``raw`` is the loaded object (a runner checkpoint's ``meta``, ``message_hub``,
+    """A checkpoint as :func:`read` it: ``raw`` the loaded object (a runner checkpoint's ``meta``, ``message_hub``,
     ``optimizer``, ...), ``meta`` its ``'meta'`` dict. The rest is worked out when first asked for: ``state`` (its
-    state dict of tensors: wrapper key, DDP ``module.`` prefix and the asked ``prefix`` removed), ``spec`` (what its
-    JetViT was saved with; None: not known, e.g. a teacher file), ``jetvit_state`` and ``format`` (its JetViT's
-    weights converted to JetViT names from the detected source format)."""
+    state dict of tensors: wrapper key, DDP ``module.`` prefix and the asked ``prefix`` removed), and of its JetViT (a
+    runner checkpoint's under ``student.`` or ``backbone.``): ``spec`` (what it was saved with; None: not known, e.g. a
+    teacher file), ``jetvit_state`` and ``format`` (its weights in JetViT names, from the detected format)."""
 
     path: Path
     raw: Any
@@ -51,12 +52,17 @@ class Checkpoint:
         return strip_prefix(state, prefix)
 
     @functools.cached_property
+    def jetvit_prefix(self) -> str:
+        return next((p for p in RUNNER_PREFIXES if any(k.startswith(p) for k in self.state)), '')
+
+    @functools.cached_property
     def spec(self) -> Optional[ArchSpec]:
-        return jetvit_part(self.state, str(self.path))[1]
+        return spec_from_state(self.state, self.jetvit_prefix, str(self.path))
 
     @functools.cached_property
     def _converted(self) -> Tuple[StateDict, str]:
-        return to_jetvit_names(jetvit_part(self.state, str(self.path))[0])
+        prefix = self.jetvit_prefix
+        return to_jetvit_names(strip_prefix(self.state, prefix) if prefix else self.state)
 
     @property
     def jetvit_state(self) -> StateDict:
@@ -67,10 +73,13 @@ class Checkpoint:
         return self._converted[1]
 
 
-def read(path: Union[str, Path], prefix: Optional[str] = None, mmap: bool = False) -> Checkpoint:
-    """The checkpoint ``path`` (``.pth``, ``.safetensors``), opened once and checked. ``prefix`` (``'backbone.'``):
-    only the weights under it count, prefix removed. ``mmap``: map a zip ``.pth`` instead of reading it (its tensors
-    read from the file as they are used; only the pickle's CRC is checked, not the tensor digest)."""
+def read(path: Union[str, Path, Checkpoint], prefix: Optional[str] = None, mmap: bool = False) -> Checkpoint:
+    """The checkpoint ``path`` (``.pth``, ``.safetensors``), opened once and checked; a :class:`Checkpoint` read
+    already is itself. ``prefix`` (``'backbone.'``): only the weights under it count, prefix removed. ``mmap``: map a
+    zip ``.pth`` instead of reading it (its tensors read from the file as they are used; only the pickle's CRC is
+    checked, not the tensor digest)."""
+    if isinstance(path, Checkpoint):
+        return dataclasses.replace(path, prefix=prefix) if prefix else path
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f'checkpoint not found: {path}')
@@ -84,32 +93,10 @@ def read(path: Union[str, Path], prefix: Optional[str] = None, mmap: bool = Fals
     return Checkpoint(path, raw, meta, prefix)
 
 
-def fit(model: torch.nn.Module, checkpoint: Checkpoint, load: bool = True) -> StateDict:
-    """Load the JetViT weights of ``checkpoint`` into ``model`` (a JetViT or a supernet): the saved spec checked
-    against ``model.spec``, the keys mapped by the model's own ``prepare_jetvit_state``, then loaded (non-strictly:
-    what a teacher lacks keeps its initialisation). Returns the state it loads (``load=False``: only checks)."""
-    check_spec(checkpoint.spec, model.spec, str(checkpoint.path))
-    state = model.prepare_jetvit_state(checkpoint.jetvit_state, source=f'{checkpoint.path} ({checkpoint.format} '
-                                       'format)', saved=checkpoint.spec)
-    if load:
-        model.load_state_dict(state, strict=False)
-    return state
-
-
 def save(checkpoint: dict, path: Union[str, Path]) -> Path:
     """``torch.save`` of ``checkpoint`` with the digest of its tensors in its meta, written atomically."""
     with_digest(checkpoint)
     return atomic_write(path, lambda f: torch.save(checkpoint, f))
-
-
-def jetvit_part(state: StateDict, path: str) -> Tuple[StateDict, Optional[ArchSpec]]:
-    """The JetViT weights of a checkpoint's state and the spec they were saved with: a runner checkpoint's JetViT
-    sits under ``student.`` (a distiller's, next to ``teacher.``) or ``backbone.`` (a segmentor's, depth estimator's
-    or detector's), prefix removed; any other state is the JetViT's itself."""
-    for prefix in RUNNER_PREFIXES:
-        if any(k.startswith(prefix) for k in state):
-            return strip_prefix(state, prefix), spec_from_state(state, prefix, path)
-    return state, spec_from_state(state, source=path)
 
 
 def torch_load(path: Union[str, Path], mmap: bool = False) -> Any:
@@ -185,21 +172,3 @@ def unwrap_state(state: Any, path: Union[str, Path]) -> StateDict:
     if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
         raise ValueError(f'{path} does not hold a state dict of tensors')
     return dict(strip_wrapper_prefix(state))
-
-
-def check_state_keys(own: StateDict, state: StateDict, target: str, source: str, optional: Sequence[str] = ()) -> None:
-    """Raise RuntimeError naming the missing, unexpected and mis-shaped keys of ``state`` against a model's own state
-    dict ``own`` (``optional`` keys may be absent); ``target`` names the model, ``source`` the checkpoint."""
-    optional = set(optional)
-    missing = sorted(k for k in own if k not in state and k not in optional)
-    unexpected = sorted(k for k in state if k not in own)
-    wrong_shape = sorted(f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}'
-                         for k, v in state.items() if k in own and v.shape != own[k].shape)
-    if not (missing or unexpected or wrong_shape):
-        return
-    lines = [f'cannot load {source} into {target}']
-    for title, keys in (('missing keys', missing), ('unexpected keys', unexpected), ('shape mismatches', wrong_shape)):
-        if keys:
-            shown = ', '.join(keys[:12]) + (f', ... ({len(keys)} in all)' if len(keys) > 12 else '')
-            lines.append(f'{title}: {shown}')
-    raise RuntimeError('\n'.join(lines))

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checkpoint import check_state_keys, depth_head_state, read, strip_prefix
+from ..checkpoint import apply_checkpoint, depth_head_state, read, strip_prefix
 
 __all__ = ['DPT_PRESETS', 'DPTHead', 'DPTPreset', 'FeatureFusionBlock', 'ResidualConvUnit', 'dpt_preset',
            'head_state_from_checkpoint']
@@ -156,15 +156,17 @@ class DPTHead(nn.Module):
                             align_corners=True)
         return F.relu(s.output_conv2(out))
 
-    def load_head_state_dict(self, state: Dict[str, torch.Tensor], source: str = 'state dict') -> None:
-        """Strict load of original-named head weights with an error naming missing, unexpected and misshapen keys."""
-        check_state_keys(self.state_dict(), state, f'DPTHead(in_channels={self.in_channels}, features={self.features}, '
-                         f'out_channels={list(self.project_channels)})', source)
-        self.load_state_dict(state, strict=True)
+    def extra_repr(self) -> str:
+        return f'in_channels={self.in_channels}, features={self.features}, out_channels={list(self.project_channels)}'
+
+    def checkpoint_filter_fn(self, state: Dict[str, torch.Tensor], source: str = 'checkpoint'
+                             ) -> Dict[str, torch.Tensor]:
+        """The key map of :func:`~jetvit_mm.models.checkpoint.apply_checkpoint`: :func:`head_state_from_checkpoint`."""
+        return head_state_from_checkpoint(state, source)
 
     def load_checkpoint(self, path: Union[str, Path]) -> None:
         """Load the head part of an official DepthAnythingV2 file, an mmseg runner checkpoint or a bare head."""
-        self.load_head_state_dict(head_state_from_checkpoint(read(path).state, path), source=str(path))
+        apply_checkpoint(self, read(path))
 
 
 def head_state_from_checkpoint(state: Dict[str, torch.Tensor], source: Union[str, Path] = 'checkpoint'
