@@ -154,7 +154,8 @@ def test_run_main_leaves_without_finalizing_only_after_a_torn_down_group(tmp_pat
     it); a run without a group and a failing run end as usual."""
     import atexit
 
-    from jetvit_mm.mm.engine.launch import process_group_teardown, run_main
+    from jetvit_mm.cli import run_main
+    from jetvit_mm.mm.engine.launch import process_group_teardown
 
     left, handled = [], []
     monkeypatch.setattr(atexit, '_run_exitfuncs', lambda: handled.append(True))

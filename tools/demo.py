@@ -47,7 +47,7 @@ from typing import Tuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from jetvit_mm.cli import check_outputs, finite, positive  # noqa: E402
+from jetvit_mm.cli import check_outputs, finite, positive, run_main  # noqa: E402
 from jetvit_mm.cli import count as count_arg  # noqa: E402
 from jetvit_mm.method.demo import DemoOptions, plan_demo, run_demo  # noqa: E402
 from jetvit_mm.testing.context_seg import TASKS  # noqa: E402
@@ -100,4 +100,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

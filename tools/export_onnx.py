@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
-from jetvit_mm.cli import check_inputs, check_outputs, positive  # noqa: E402
+from jetvit_mm.cli import check_inputs, check_outputs, positive, run_main  # noqa: E402
 from jetvit_mm.deploy import check_finite, check_writable, compare_outputs, export_onnx, onnx_session, run_onnx  # noqa: E402
 from jetvit_mm.mm.apis.onnx_model import PARTS, build_export_module  # noqa: E402
 
@@ -101,4 +101,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
-from jetvit_mm.cli import check_inputs, check_outputs, count, positive  # noqa: E402
+from jetvit_mm.cli import check_inputs, check_outputs, count, positive, run_main  # noqa: E402
 
 CHECKPOINT_SUFFIXES = ('.pth', '.pt')
 
@@ -82,4 +82,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from jetvit_mm.cli import check_inputs, check_outputs, positive  # noqa: E402
+from jetvit_mm.cli import check_inputs, check_outputs, positive, run_main  # noqa: E402
 from jetvit_mm.method import stages as method  # noqa: E402
 from jetvit_mm.method.workflow import Workflow  # noqa: E402
 
@@ -106,10 +106,7 @@ def measured_step_times(stages, wf: Workflow, steps: int) -> dict:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    try:
-        profile = method.task_profile(args.config, args.task, args.probe_config, args.step2_config, args.metric)
-    except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f'error: {e}') from None
+    profile = method.task_profile(args.config, args.task, args.probe_config, args.step2_config, args.metric)
     opts = method.MethodOptions(Path(args.config).resolve(), Path(args.teacher).resolve(), args.work_dir.resolve(),
                                 profile, args.data_root.resolve() if args.data_root else None, args.launcher,
                                 args.gpus, args.max_iters, args.beam_width, args.max_full, args.device)
@@ -132,4 +129,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

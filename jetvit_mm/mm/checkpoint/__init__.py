@@ -109,7 +109,7 @@ def check_fits(model: nn.Module, raw: Any, filename: str, config_name: str) -> N
     model = model.module if is_model_wrapper(model) else model
     state = raw.get('state_dict', raw) if isinstance(raw, dict) else None
     if not isinstance(state, dict):
-        raise ValueError(f'{filename} does not hold a state dict')
+        raise ValueError(f'{filename} does not hold a state dict; pass a checkpoint of tools/train.py')
     state = strip_wrapper_prefix(state)
     backbone = getattr(model, 'backbone', None)
     optional = {k for k in model.state_dict() if k.endswith(SPEC_KEY)}
@@ -127,7 +127,9 @@ def check_fits(model: nn.Module, raw: Any, filename: str, config_name: str) -> N
         raise ValueError(f'{filename} does not fit the model of {config_name}: '
                          + (f'{len(missing)} missing key(s) {missing[:8]}' if missing else '')
                          + ('; ' if missing and shapes else '')
-                         + (f'{len(shapes)} mis-shaped (checkpoint vs model) {shapes[:8]}' if shapes else ''))
+                         + (f'{len(shapes)} mis-shaped (checkpoint vs model) {shapes[:8]}' if shapes else '')
+                         + '; pass a checkpoint of this model (a tools/train.py run of the config), or the config the '
+                           'checkpoint was trained with')
 
 
 def saved_model_config(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:

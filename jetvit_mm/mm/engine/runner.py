@@ -33,7 +33,31 @@ from jetvit_mm.models.checkpoint import read
 from ..checkpoint import allow_runner_checkpoint_types
 from ..datasets.data_checks import CheckedDataMixin
 
-__all__ = ['JetViTRunner', 'init_cpu_process_group']
+__all__ = ['JetViTRunner', 'init_cpu_process_group', 'launch_problem']
+
+# the variables each launcher sets for every process it starts (mmengine's init_dist and torch's env:// read them),
+# and how to start a tool with it; slurm needs SLURM_NODELIST on a GPU (mmengine finds the master there)
+LAUNCHES = dict(pytorch=(('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'),
+                         'torchrun (torchrun --nproc_per_node N TOOL ARGS --launcher pytorch)'),
+                slurm=(('SLURM_PROCID', 'SLURM_NTASKS'), 'srun in a SLURM job (srun python TOOL ARGS --launcher '
+                       'slurm; without a GPU, export MASTER_ADDR and MASTER_PORT in the job first)'))
+
+
+def launch_problem(launcher: str) -> Optional[str]:
+    """Why this process cannot join a ``--launcher`` job (a variable its launcher sets is missing or, for a number,
+    not an integer: the tool was not started by torchrun or srun), or None."""
+    if launcher not in LAUNCHES:
+        return None
+    needed, how = LAUNCHES[launcher]
+    if launcher == 'slurm':
+        needed += ('SLURM_NODELIST', ) if torch.cuda.is_available() else ('MASTER_ADDR', 'MASTER_PORT')
+    missing = [name for name in needed if not os.environ.get(name)]
+    bad = [f'{name}={os.environ[name]!r}' for name in needed if name not in missing
+           and not name.endswith(('ADDR', 'NODELIST')) and not os.environ[name].strip().isdigit()]
+    if not (missing or bad):
+        return None
+    what = f'{", ".join(missing)} not set in the environment' if missing else f'{", ".join(bad)}: not an integer'
+    return f'--launcher {launcher}: {what}; start the tool with {how}, or drop --launcher {launcher} (one process)'
 
 
 def init_cpu_process_group(launcher: str) -> None:
@@ -43,12 +67,13 @@ def init_cpu_process_group(launcher: str) -> None:
     """
     if torch.distributed.is_initialized():
         return
+    problem = launch_problem(launcher)
+    if problem:
+        raise ValueError(problem)
     if launcher == 'slurm':
         os.environ.setdefault('RANK', os.environ['SLURM_PROCID'])
         os.environ.setdefault('WORLD_SIZE', os.environ['SLURM_NTASKS'])
         os.environ.setdefault('LOCAL_RANK', os.environ.get('SLURM_LOCALID', '0'))
-        if 'MASTER_ADDR' not in os.environ or 'MASTER_PORT' not in os.environ:
-            raise RuntimeError('slurm on CPU: export MASTER_ADDR and MASTER_PORT before launching')
     torch.distributed.init_process_group(backend='gloo', init_method='env://')
 
 

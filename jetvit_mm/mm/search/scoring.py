@@ -2,6 +2,7 @@
 downstream model around them, the metric and its direction, the arch scorer over the framework's val dataloader and
 evaluator."""
 import copy
+import inspect
 import logging
 import re
 from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
@@ -20,6 +21,7 @@ from jetvit_mm.models.arch import SPEC_KEY, ArchSpec, check_spec, mixer_table_of
 from jetvit_mm.models.checkpoint import read, strip_prefix
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
+from jetvit_mm.models.variants import VARIANTS
 
 from ..checkpoint import saved_model_config
 from ..registry import METRICS, MODELS
@@ -113,6 +115,13 @@ def backbone_args(cfg: Config) -> dict:
 def declared_letters(cfg: Config) -> str:
     """The mixer letters the config's backbone declares (its ``mixers``, default F, L, W), read without building it."""
     return mixer_table_of(cfg.model.backbone).letters
+
+
+def declared_depth(cfg: Config) -> Optional[int]:
+    """The number of layers of the config's backbone, read without building it (None for a timm model name)."""
+    backbone = cfg.model.backbone
+    variant = VARIANTS.get(backbone.get('model_name', inspect.signature(JetViT).parameters['model_name'].default))
+    return backbone.get('depth') or (variant.depth if variant is not None else None)
 
 
 def check_trained_spec(trained: Optional[ArchSpec], built: ArchSpec, path: str) -> None:
