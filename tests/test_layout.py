@@ -14,7 +14,8 @@ from .conftest import REPO
 PACKAGE = REPO / 'jetvit_mm'
 # the registered backbones of jetvit_mm/mm/models/backbones.py: the pure classes under their registry names
 REGISTERED_TWINS = {'JetViT', 'JetViTSupernet', 'TokenClusteringJetViT'}
-MOVED = {'jetvit_mm.method': ('jetvit_mm.pipeline', 'jetvit_mm.demo'), 'jetvit_mm.testing': ('jetvit_mm.demo.context_seg',)}
+MOVED = {'jetvit_mm.method': ('jetvit_mm.pipeline', 'jetvit_mm.demo'),
+         'jetvit_mm.testing': ('jetvit_mm.demo.context_seg',)}
 # CPython's private functions a tool or the package must not lean on
 PRIVATE_CALLS = ('atexit._run_exitfuncs', 'sys._getframe')
 
