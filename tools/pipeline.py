@@ -28,16 +28,12 @@ copy-pastable, with its time estimate (iterations x a step time: logged by an ea
 --measure-steps N) and whether it would be skipped, and runs nothing else.
 """
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run from a checkout without installing
-
-from jetvit_mm.cli import check_inputs, check_outputs, positive, run_main  # noqa: E402
-from jetvit_mm.method import stages as method  # noqa: E402
-from jetvit_mm.method.workflow import Workflow  # noqa: E402
+from jetvit_mm.cli import check_inputs, check_outputs, positive, run_main
+from jetvit_mm.pipeline import stages as method
+from jetvit_mm.pipeline.engine import Workflow
 
 STAGES = ('probe_teacher', 'convert_teacher', 'test_teacher', 'step1_distill', 'step1_search', 'step2_distill',
           'step2_search', 'finetune', 'probe_hybrid', 'test_hybrid', 'report')
@@ -114,7 +110,7 @@ def main(argv=None) -> None:
     if args.until and args.until not in [s.name for s in stages]:
         raise SystemExit(f'error: --until {args.until}: no such stage for task {profile.task}; valid: '
                          f'{", ".join(s.name for s in stages)}')
-    wf = Workflow(opts.work_dir, cwd=REPO, log=lambda m: print(f'[pipeline] {m}', flush=True),
+    wf = Workflow(opts.work_dir, cwd=method.REPO, log=lambda m: print(f'[pipeline] {m}', flush=True),
                   overwrite=args.overwrite)
     if args.plan:
         print(method.plan_text(wf, stages, measured_step_times(stages, wf, args.measure_steps or 0)))

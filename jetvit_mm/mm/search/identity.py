@@ -9,8 +9,8 @@ from mmengine.config import Config
 from mmengine.dist import all_gather_object, get_world_size
 from mmengine.registry import DefaultScope
 
+from jetvit_mm.fingerprints import files_by_content, files_by_size, value_digest
 from jetvit_mm.models.checkpoint import read, tensor_digest
-from jetvit_mm.search.fingerprint import files_by_content, files_by_size, value_digest
 
 from ..datasets.data_checks import DataInputError, build_checked_dataset
 from .scoring import backbone_args, config_metric_direction, saved_distill_objective
