@@ -2,7 +2,7 @@
 error naming the argument and what it accepts (exit status 2); bad input found later (a config, a damaged file, data)
 refused with one ``error:`` line (:func:`run_main`, exit status 1)."""
 import argparse
-import atexit
+import logging
 import math
 import os
 import pickle
@@ -143,11 +143,12 @@ def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit
     traceback instead); any other error propagates as usual.
 
     After a distributed run whose group ``process_group_teardown`` (``jetvit_mm.mm.engine.launch``) destroyed, the
-    process leaves once the exit handlers have run and the output is flushed, without the interpreter's
-    finalization: once DDP has wrapped a model, the gloo group's worker threads outlive ``destroy_process_group``
-    (and the DDP object), and a worker that drops its last work's tensors while the interpreter finalizes cannot
-    take the GIL and aborts the rank ("terminate called without an active exception", SIGABRT; seen in 4 of about
-    300 two-rank CPU runs under load, after every checkpoint was written). A run without a group exits as usual."""
+    process leaves through ``leave(0)`` once its logs (``logging.shutdown``) and output are flushed, without the
+    interpreter's finalization (nor the libraries' exit handlers): once DDP has wrapped a model, the gloo group's
+    worker threads outlive ``destroy_process_group`` (and the DDP object), and a worker that drops its last work's
+    tensors while the interpreter finalizes cannot take the GIL and aborts the rank ("terminate called without an
+    active exception", SIGABRT; seen in 4 of about 300 two-rank CPU runs under load, after every checkpoint was
+    written). A run without a group exits as usual."""
     set_switch('group_torn_down', False)
     try:
         main()
@@ -157,7 +158,7 @@ def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit
         raise SystemExit('error: ' + '; '.join(line.strip() for line in str(error).splitlines() if line.strip())) \
             from None
     if switch('group_torn_down'):
-        atexit._run_exitfuncs()
+        logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         leave(0)
