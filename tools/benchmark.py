@@ -329,59 +329,64 @@ def check_cuda_graph(args: argparse.Namespace, device: torch.device) -> None:
 
 
 
-def subcommand(sub: argparse._SubParsersAction, name: str, summary: str) -> argparse.ArgumentParser:
-    """A subcommand's parser, its :data:`DESCRIPTIONS` entry as its ``--help`` text."""
-    return sub.add_parser(name, help=summary, description=DESCRIPTIONS[name],
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
 MALLOC_HELP = ('CPU: keep freed memory in the heap for the next call (default: no page faults from mapping big tensors '
                'again every call) or leave the system allocator policy')
 
 
+def subcommand(sub: argparse._SubParsersAction, name: str, summary: str, warmup: Optional[int] = None,
+               device: bool = True, malloc: bool = True) -> argparse.ArgumentParser:
+    """A subcommand's parser, its :data:`DESCRIPTIONS` entry as its ``--help`` text; a timed one (``warmup`` given)
+    with the options every timed subcommand takes: --warmup, --repeat, --threads, --device and --malloc (where it
+    has them), --json."""
+    parser = sub.add_parser(name, help=summary, description=DESCRIPTIONS[name],
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    if warmup is None:
+        return parser
+    parser.add_argument('--warmup', type=count_arg, default=warmup)
+    parser.add_argument('--repeat', type=positive, default=5)
+    parser.add_argument('--threads', type=count_arg, default=0, help='torch threads on CPU (0: torch default)')
+    if device:
+        parser.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
+    if malloc:
+        parser.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
+    parser.add_argument('--json', type=Path, default=None, help='also write the result (stats, samples) here')
+    return parser
+
+
 def add_mixers_parser(sub: argparse._SubParsersAction) -> None:
     """The ``mixers`` subcommand's arguments."""
-    mixers = subcommand(sub, 'mixers', 'per-mixer and per-block forward latency')
+    mixers = subcommand(sub, 'mixers', 'per-mixer and per-block forward latency', warmup=2)
     mixers.add_argument('--grid', type=positive, nargs=2, default=(64, 128), metavar=('H', 'W'), help='patch grid')
     mixers.add_argument('--dim', type=positive, default=768)
     mixers.add_argument('--heads', type=positive, default=12)
     mixers.add_argument('--batch', type=positive, default=1)
     mixers.add_argument('--prefix', type=count_arg, default=5, help='prefix tokens (DINOv3: cls + 4 registers)')
     mixers.add_argument('--window', type=positive, default=16, help='window size of W')
-    mixers.add_argument('--warmup', type=count_arg, default=2)
-    mixers.add_argument('--repeat', type=positive, default=5)
     mixers.add_argument('--dtype', choices=sorted(MIXER_DTYPES), default='fp32')
-    mixers.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
-    mixers.add_argument('--threads', type=count_arg, default=0, help='torch threads on CPU (0: torch default)')
-    mixers.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     mixers.add_argument('--no-rope', action='store_true', help='no RoPE (DINOv2-style teacher)')
     mixers.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
     mixers.add_argument('--kernel', action='append', default=None, choices=FAST_KERNELS,
                         help='fast path(s) to time next to the torch reference, repeatable (default: auto); '
                              'triton is L only, flex W only')
-    mixers.add_argument('--json', type=Path, default=None, help='also write all samples and stats here')
     mixers.set_defaults(func=run_mixers)
 
 
 def add_distill_step_parser(sub: argparse._SubParsersAction) -> None:
     """The ``distill-step`` subcommand's arguments."""
-    step = subcommand(sub, 'distill-step', 'supernet vs fixed-arch distillation training step (CPU)')
+    step = subcommand(sub, 'distill-step', 'supernet vs fixed-arch distillation training step (CPU)', warmup=1,
+                      device=False)
     step.add_argument('--model', default='dinov3_vitb16')
     step.add_argument('--arch', default='LWLWLWLWLWLW', help='the path both students run (L/W letters)')
     step.add_argument('--size', type=positive, nargs=2, default=(256, 512), metavar=('H', 'W'))
     step.add_argument('--batch', type=positive, default=2)
     step.add_argument('--window', type=positive, default=16)
-    step.add_argument('--warmup', type=count_arg, default=1)
-    step.add_argument('--repeat', type=positive, default=5)
-    step.add_argument('--threads', type=count_arg, default=0)
-    step.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
-    step.add_argument('--json', type=Path, default=None)
     step.set_defaults(func=run_distill_step)
 
 
 def add_distill_kernels_parser(sub: argparse._SubParsersAction) -> None:
     """The ``distill-kernels`` subcommand's arguments."""
-    kern = subcommand(sub, 'distill-kernels', 'supernet distillation step: fast paths vs torch paths')
+    kern = subcommand(sub, 'distill-kernels', 'supernet distillation step: fast paths vs torch paths', warmup=2,
+                      malloc=False)
     kern.add_argument('--model', default='dinov3_vits16')
     kern.add_argument('--arch', action='append', default=None,
                       help=f'a supernet path, repeatable, each timed on both paths: a shortcut (all-L, all-W, 2F) or '
@@ -389,21 +394,16 @@ def add_distill_kernels_parser(sub: argparse._SubParsersAction) -> None:
     kern.add_argument('--size', type=positive, nargs=2, default=(224, 224), metavar=('H', 'W'))
     kern.add_argument('--batch', type=positive, default=2)
     kern.add_argument('--depth', type=positive, default=None, help='a toy with fewer layers (default: the model\'s)')
-    kern.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
     kern.add_argument('--dtype', default='bf16', choices=('bf16', 'fp32'),
                       help='bf16: forward under autocast (fp32 weights and AdamW); fp32: everything fp32')
     kern.add_argument('--fast-mode', default='auto', choices=('auto', 'eager', 'compiled'),
                       help='the fast step eager or compiled (auto: eager on CUDA, compiled on the CPU)')
-    kern.add_argument('--warmup', type=count_arg, default=2)
-    kern.add_argument('--repeat', type=positive, default=5)
-    kern.add_argument('--threads', type=count_arg, default=0)
-    kern.add_argument('--json', type=Path, default=None)
     kern.set_defaults(func=run_distill_kernels)
 
 
 def add_models_parser(sub: argparse._SubParsersAction) -> None:
     """The ``models`` subcommand's arguments."""
-    models = subcommand(sub, 'models', 'whole-model latency, throughput, memory, FLOPs per arch and size')
+    models = subcommand(sub, 'models', 'whole-model latency, throughput, memory, FLOPs per arch and size', warmup=1)
     models.add_argument('--model', default='dinov3_vitb16', help='teacher variant (ignored with --config)')
     models.add_argument('--arch', action='append', default=None,
                         help=f'arch string or shortcut ({", ".join(ARCH_SHORTCUTS)}), repeatable; '
@@ -423,9 +423,6 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
                              '1024 2048 at patch 16, 448 896 and 896 1792 at patch 14)')
     models.add_argument('--batch', type=positive, default=1, help='batch of the latency run')
     models.add_argument('--dtype', choices=tuple(MODEL_DTYPES), default='fp32')
-    models.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
-    models.add_argument('--warmup', type=count_arg, default=1)
-    models.add_argument('--repeat', type=positive, default=5)
     models.add_argument('--compile', action='store_true', help='time torch.compile(model) (memory probe: eager)')
     models.add_argument('--freeze', action='store_true',
                         help='with --compile: inductor freezing for every model (torch._inductor.config.freezing: '
@@ -441,8 +438,6 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
                         help='the patch embedding as the convolution or as a reshape + matmul (same weights)')
     models.add_argument('--window-kernel', choices=WINDOW_KERNELS, default=None,
                         help='W layers\' implementation for every arch (default: the model\'s own, auto)')
-    models.add_argument('--threads', type=count_arg, default=0, help='torch threads on CPU (0: torch default)')
-    models.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     models.add_argument('--head', choices=('none', 'dpt'), default='none',
                         help='dpt: time the depth model of the paper\'s Table 4, the backbone (a DINOv2 model) and '
                              'DepthAnythingV2\'s DPT head (widths from --config\'s decode_head, else the model\'s '
@@ -456,7 +451,6 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
     models.add_argument('--no-memory', action='store_true', help='skip the peak-memory processes')
     models.add_argument('--profile', action='store_true',
                         help='at the largest size: per-block times and torch.profiler top ops per arch')
-    models.add_argument('--json', type=Path, default=None)
     models.add_argument('--plot', type=Path, default=None, help='PNG of latency vs input size per arch')
     models.set_defaults(func=run_models)
 
