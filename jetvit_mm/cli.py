@@ -1,26 +1,37 @@
 """What the command-line tools share: every argument checked before any work, a mistake reported as argparse's usage
-error naming the argument and what it accepts (exit status 2)."""
+error naming the argument and what it accepts (exit status 2); bad input found later (a config, a damaged file, data)
+refused with one ``error:`` line (:func:`run_main`, exit status 1)."""
 import argparse
+import logging
 import math
 import os
+import pickle
+import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-__all__ = ['arch_string', 'check_inputs', 'check_outputs', 'count', 'finite', 'integer', 'not_writable', 'positive']
+from .process_state import set_switch, switch
+from .processes import WorkDirBusy
+
+__all__ = ['arch_string', 'check_inputs', 'check_outputs', 'count', 'finite', 'integer', 'not_writable', 'positive',
+           'run_main']
+
+# What the project raises for bad input, each naming the input, what is wrong and what to do: a value or a config
+# (ValueError, TypeError for an option a class does not take), a file (OSError, a refused pickle), a busy work dir
+REFUSALS = (ValueError, TypeError, OSError, pickle.UnpicklingError, WorkDirBusy)
 
 
-def finite(minimum: Optional[float] = None, maximum: Optional[float] = None,
-           above: Optional[float] = None) -> Callable[[str], float]:
-    """argparse type: a finite float, ``>= minimum``, ``<= maximum`` and ``> above`` where given."""
-    bounds = [f'>= {minimum:g}' if minimum is not None else '', f'> {above:g}' if above is not None else '',
-              f'<= {maximum:g}' if maximum is not None else '']
-    wanted = ' '.join(['a finite number'] + [b for b in bounds if b])
+def _number(kind: Callable[[str], Any], name: str, minimum: Any, maximum: Any, above: Any = None) -> Callable:
+    """argparse type: ``kind(text)`` (``int``, or ``float``: finite), ``>= minimum``, ``> above`` and ``<= maximum``
+    where given; named by what it accepts (argparse's message names it)."""
+    bounds = ((minimum, '>='), (above, '>'), (maximum, '<='))
+    wanted = ' '.join([name] + [f'{sign} {bound:g}' for bound, sign in bounds if bound is not None])
 
-    def parse(text: str) -> float:
+    def parse(text: str) -> Any:
         try:
-            value = float(text)
+            value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f'expected {wanted}, got {text!r}') from None
         if (not math.isfinite(value) or (minimum is not None and value < minimum)
@@ -32,35 +43,18 @@ def finite(minimum: Optional[float] = None, maximum: Optional[float] = None,
     return parse
 
 
+def finite(minimum: Optional[float] = None, maximum: Optional[float] = None,
+           above: Optional[float] = None) -> Callable[[str], float]:
+    """argparse type: a finite float, ``>= minimum``, ``<= maximum`` and ``> above`` where given."""
+    return _number(float, 'a finite number', minimum, maximum, above)
+
+
 def integer(minimum: Optional[int] = None, maximum: Optional[int] = None) -> Callable[[str], int]:
     """argparse type: an integer, ``>= minimum`` and ``<= maximum`` where given."""
-    bounds = [f'>= {minimum}' if minimum is not None else '', f'<= {maximum}' if maximum is not None else '']
-    wanted = ' '.join(['an integer'] + [b for b in bounds if b])
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f'expected {wanted}, got {text!r}') from None
-        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise argparse.ArgumentTypeError(f'expected {wanted}, got {value}')
-        return value
-
-    parse.__name__ = wanted
-    return parse
+    return _number(int, 'an integer', minimum, maximum)
 
 
-def positive(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    return integer(minimum=1)(text)
-
-
-def count(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    return integer(minimum=0)(text)
-
-
-positive.__name__, count.__name__ = 'an integer >= 1', 'an integer >= 0'
+positive, count = integer(minimum=1), integer(minimum=0)  # argparse types: an integer >= 1, >= 0
 
 
 def arch_string(text: str) -> str:
@@ -73,9 +67,10 @@ def arch_string(text: str) -> str:
     return text
 
 
-def check_arch_letters(parser: argparse.ArgumentParser, option: str, arch: Optional[str], letters: str) -> None:
-    """``arch`` (the value of ``option``) uses only ``letters``, the config's declared mixer letters; otherwise
-    argparse's usage error names the option, the bad letters and the valid ones."""
+def check_arch_letters(parser: argparse.ArgumentParser, option: str, arch: Optional[str], letters: str,
+                       depth: Optional[int] = None) -> None:
+    """``arch`` (the value of ``option``) uses only ``letters``, the config's declared mixer letters, one per layer
+    of a ``depth``-layer model (where known); otherwise argparse's usage error names the option and what is wrong."""
     from jetvit_mm.models.mixers import validate_arch
 
     if arch is None:
@@ -84,6 +79,9 @@ def check_arch_letters(parser: argparse.ArgumentParser, option: str, arch: Optio
         validate_arch(arch, letters=letters)
     except ValueError as error:
         parser.error(f'{option}: {error}')
+    if depth is not None and len(arch) != depth:
+        parser.error(f'{option} {arch}: {len(arch)} letters for the {depth} layers of CONFIG\'s backbone; give one '
+                     f'mixer letter per layer, {depth} in all')
 
 
 def _flag(name: str) -> str:
@@ -138,3 +136,29 @@ def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace, fil
             if reason:
                 parser.error(f'{_flag(what)} {path}: {reason}')
 
+
+def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit) -> None:
+    """Run a tool's ``main`` (``if __name__ == '__main__': run_main(main)``). Bad input (:data:`REFUSALS`) ends the
+    tool with one line, ``error: <what the refusal says>`` (exit status 1; ``JETVIT_MM_TRACEBACK=1`` shows the
+    traceback instead); any other error propagates as usual.
+
+    After a distributed run whose group ``process_group_teardown`` (``jetvit_mm.mm.engine.launch``) destroyed, the
+    process leaves through ``leave(0)`` once its logs (``logging.shutdown``) and output are flushed, without the
+    interpreter's finalization (nor the libraries' exit handlers): once DDP has wrapped a model, the gloo group's
+    worker threads outlive ``destroy_process_group`` (and the DDP object), and a worker that drops its last work's
+    tensors while the interpreter finalizes cannot take the GIL and aborts the rank ("terminate called without an
+    active exception", SIGABRT; seen in 4 of about 300 two-rank CPU runs under load, after every checkpoint was
+    written). A run without a group exits as usual."""
+    set_switch('group_torn_down', False)
+    try:
+        main()
+    except REFUSALS as error:
+        if os.environ.get('JETVIT_MM_TRACEBACK') == '1':
+            raise
+        raise SystemExit('error: ' + '; '.join(line.strip() for line in str(error).splitlines() if line.strip())) \
+            from None
+    if switch('group_torn_down'):
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        leave(0)

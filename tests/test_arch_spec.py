@@ -110,8 +110,8 @@ def test_a_spec_of_another_version_is_refused_as_any_unknown_spec(tmp_path, vers
     check_spec(None, JetViT(arch='LWLF', **TINY).spec, 'no spec')  # nothing known: nothing to refuse
 
 
-def test_former_mixer_arguments_are_unknown_keywords():
-    with pytest.raises(TypeError, match="unexpected keyword argument 'window_size'"):
+def test_former_mixer_arguments_name_the_mixers_entry():
+    with pytest.raises(TypeError, match="window_size=2: no longer an argument; set mixers.W.window_size"):
         JetViT(arch='LWLF', window_size=2, **TINY)
 
 

@@ -342,7 +342,7 @@ def test_tool_models_times_baselines_in_the_same_run(tmp_path):
 
 @pytest.mark.integration
 def test_tool_errors_name_the_problem(tmp_path):
-    usage = [(['mixers', '--repeat', '0'], '--repeat: must be >= 1, got 0'),
+    usage = [(['mixers', '--repeat', '0'], '--repeat: expected an integer >= 1, got 0'),
              (['models', '--config', tmp_path / 'nope.py'], 'config file not found'),
              (['plot', tmp_path / 'nope.json', '--out', tmp_path / 'x.png'], 'result file not found'),
              (['models', '--linear-cfg', 'mixed'], "expected KEY=VALUE, got 'mixed'"),

@@ -11,7 +11,7 @@ import torch
 
 from jetvit_mm.models import arch
 from jetvit_mm.models.arch import SPEC_KEY, ArchSpec
-from jetvit_mm.models.checkpoint import apply_checkpoint, read, save
+from jetvit_mm.models.checkpoint import CheckpointMismatch, apply_checkpoint, read, save
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.mixers import default_mixers
 from jetvit_mm.models.supernet import JetViTSupernet
@@ -82,7 +82,7 @@ def test_every_load_of_weights_is_the_one_applier():
         for name in APPLIERS.get(path, []):
             assert any(True for _ in calls_named(functions[name], 'apply_checkpoint')), f'{path}: {name}'
         checks = {f for f, node in functions.items() if any(True for _ in calls_named(node, 'check_spec'))}
-        expected = {'jetvit_mm/models/checkpoint/apply.py': {'_jetvit_part'},
+        expected = {'jetvit_mm/models/checkpoint/apply.py': {'_map_jetvits'},
                     'jetvit_mm/models/jetvit.py': {'JetViT.set_extra_state'}}
         assert checks == expected.get(path, set()), path
 
@@ -145,20 +145,23 @@ def test_the_spec_is_decoded_and_checked_once_per_load(tmp_path, counted):
 
 
 def test_one_report_names_missing_unexpected_and_mis_shaped_keys(tmp_path):
-    """Strict: one RuntimeError naming the file, the model and every kind of key that does not fit, before any
-    tensor is copied; not strict: what fits loads and the report holds the rest."""
+    """Strict: one error naming the file, the model, every kind of key that does not fit and what to do, before any
+    tensor is copied (a ValueError, bad input for the tools, and a RuntimeError, as torch's strict load); not strict:
+    what fits loads and the report holds the rest."""
     source = JetViT(arch='LWLF', **TINY).state_dict()
     state = {k: v for k, v in source.items() if k != 'blocks.1.norm2.bias'}
     state.update({'blocks.0.attn.extra': torch.ones(1), 'norm.weight': torch.ones(7)})
     save(dict(state_dict=state), tmp_path / 'bad.pth')
     model = JetViT(arch='LWLF', **TINY)
     before, norm = model.blocks[0].mlp.fc1.weight.clone(), model.norm.weight.clone()
-    with pytest.raises(RuntimeError) as error:
+    with pytest.raises(CheckpointMismatch) as error:
         apply_checkpoint(model, read(tmp_path / 'bad.pth'))
+    assert isinstance(error.value, ValueError) and isinstance(error.value, RuntimeError)
     assert str(error.value).splitlines() == [
         f'{tmp_path / "bad.pth"} (vit format) does not fit JetViT(dinov3_vits16, embed_dim=32, depth=4, num_heads=2)',
         'missing keys: blocks.1.norm2.bias', 'unexpected keys: blocks.0.attn.extra',
-        'shape mismatches: norm.weight: checkpoint (7,) vs model (32,)']
+        'shape mismatches: norm.weight: checkpoint (7,) vs model (32,)',
+        'give a checkpoint of this model, or build the model (its config) the checkpoint was saved from']
     assert torch.equal(model.blocks[0].mlp.fc1.weight, before)
     report = apply_checkpoint(model, state, strict=False)
     assert (report.missing, report.unexpected) == (['blocks.1.norm2.bias'], ['blocks.0.attn.extra'])

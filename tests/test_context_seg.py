@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jetvit_mm.testing.context_seg import (
+from jetvit_mm.demo.context_seg import (
     BACKGROUND,
     CORNERS,
     CUE_COLORS,
@@ -22,7 +22,7 @@ from jetvit_mm.testing.context_seg import (
     object_class,
     partner_sample,
 )
-from jetvit_mm.testing.context_seg import _exclusion_block as exclusion_block
+from jetvit_mm.demo.context_seg import _exclusion_block as exclusion_block
 
 SPLITS = {'train': 6, 'val': 3}
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jetvit_mm.testing.context_seg import CITYSCAPES_TRAIN_ID_TO_ID
+from jetvit_mm.demo.context_seg import CITYSCAPES_TRAIN_ID_TO_ID
 
 from .conftest import REPO
 from .fixtures.datasets import (
@@ -94,7 +94,7 @@ def test_unknown_split_raises(tmp_path):
 @pytest.mark.integration
 def test_import_is_cheap():
     code = (
-        'import sys, jetvit_mm.testing, tests.fixtures.datasets; '
+        'import sys, jetvit_mm.demo.context_seg, tests.fixtures.datasets; '
         "bad = [m for m in sys.modules if m.split('.')[0] in ('mmengine', 'mmseg', 'mmdet', 'mmcv', 'torch')]; "
         'assert not bad, bad'
     )
@@ -128,7 +128,7 @@ def test_cityscapes_layout_and_labels(tmp_path):
 
 
 def test_cityscapes_default_cities():
-    from jetvit_mm.testing.context_seg import CITYSCAPES_DEFAULT_CITIES
+    from jetvit_mm.demo.context_seg import CITYSCAPES_DEFAULT_CITIES
 
     assert CITYSCAPES_DEFAULT_CITIES['val'] == ('frankfurt', 'lindau')
 

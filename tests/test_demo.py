@@ -1,4 +1,4 @@
-"""The demo (jetvit_mm/method/demo.py, tools/demo.py): the stages it shares with tools/pipeline.py, the engine
+"""The demo (jetvit_mm/demo/run.py, tools/demo.py): the stages it shares with tools/pipeline.py, the engine
 running them side by side, checkpoint extraction, latency table, report and configs, and the whole pipeline at a
 tiny number of iterations (twice: the second run reuses the cached teacher and gives the same table).
 
@@ -13,14 +13,16 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.registry import DefaultScope
 
-from jetvit_mm.method import demo as paths
-from jetvit_mm.method import stages
-from jetvit_mm.method.demo import DEPTH, DemoOptions
-from jetvit_mm.method.demo_checkpoints import extract_backbone
-from jetvit_mm.method.demo_latency import measure_interleaved
-from jetvit_mm.method.demo_report import write_report
-from jetvit_mm.method.workflow import MARKER, Stage, Workflow, python_tool
+from jetvit_mm.demo import run as paths
+from jetvit_mm.demo.latency import measure_interleaved
+from jetvit_mm.demo.report import write_report
+from jetvit_mm.demo.run import DEPTH, DemoOptions
+from jetvit_mm.models.checkpoint.extract import extract_backbone
 from jetvit_mm.models.mixers import default_mixers
+from jetvit_mm.pipeline import stages
+from jetvit_mm.pipeline.engine import Workflow
+from jetvit_mm.pipeline.products import MARKER
+from jetvit_mm.pipeline.stage import Stage, python_tool
 
 from .conftest import REPO, run_tool
 
@@ -200,7 +202,7 @@ def test_small_teacher_is_the_teacher_at_half_width_with_the_same_recipe(tmp_pat
     """The smaller teacher's config: the teacher's, but 32 wide with 2 heads (same head width, depth, RoPE and
     registers), and its probe builds from the probe config with the demo's options; the token-clustering probe builds
     the teacher's backbone with clustering."""
-    from jetvit_mm.method.demo import CLUSTERINGS, clustering_options, small_probe_options
+    from jetvit_mm.demo.run import CLUSTERINGS, clustering_options, small_probe_options
 
     teacher, small = Config.fromfile(paths.TEACHER_CFG), Config.fromfile(paths.SMALL_TEACHER_CFG)
     width = dict(embed_dim=teacher.model.backbone.embed_dim // 2, num_heads=teacher.model.backbone.num_heads // 2)

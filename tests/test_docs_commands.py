@@ -211,7 +211,7 @@ def toy_script(text: str, teacher: Path, data: Path) -> str:
 
 @pytest.fixture(scope='module')
 def toy_inputs(tmp_path_factory) -> Tuple[Path, Path]:
-    from jetvit_mm.testing.context_seg import make_context_seg
+    from jetvit_mm.demo.context_seg import make_context_seg
 
     from .test_supernet import make_teacher_checkpoint
     root = tmp_path_factory.mktemp('docs_inputs')

@@ -1,5 +1,6 @@
 """Registered mixers (issue 23, item 1): the registry, a model's declared letters, the mixer contract checked at
 build time, the errors, the mmengine mirror and a plugin package joining through ``custom_imports``."""
+import re
 from typing import Optional, Tuple
 
 import pytest
@@ -69,19 +70,25 @@ def test_declared_twice_is_refused():
         JetViT(mixers=dict(DEFAULT_MIXERS, V=dict(type='WindowAttention', window_size=16)), **TINY)
 
 
-def test_former_mixer_arguments_are_unknown_keywords_as_any_other():
-    """``mixers=`` is the one way to set a mixer option: the arguments of unreleased versions (``window_size=``,
-    ``linear_cfg=``, ``window_kernel=``) are refused as any unknown keyword is, on every model."""
+def test_former_mixer_arguments_name_the_mixers_entry_that_sets_them_now():
+    """``mixers=`` is the one way to set a mixer option: the former arguments (``window_size=``, ``linear_cfg=``,
+    ``window_kernel=``) are refused on every model naming the ``mixers.<letter>.<option>`` that sets them now and the
+    table to pass (issue 47); any other unknown keyword with the valid ones."""
     from jetvit_mm.models import JetViTDepthAnything
 
-    for build, name in ((lambda: JetViT(window_size=4, **TINY), 'window_size'),
-                        (lambda: JetViTSupernet(linear_cfg=dict(conv='static'), **TINY), 'linear_cfg'),
-                        (lambda: JetViTSupernet(window_kernel='flex', **TINY), 'window_kernel'),
-                        (lambda: JetViTDepthAnything('dinov2_vits14', linear_cfg=dict(focusing=3.0), embed_dim=32,
-                                                     depth=4, num_heads=2, out_indices=(0, 1, 2, 3), features=16,
-                                                     out_channels=[8, 16, 32, 32]), 'linear_cfg'),
-                        (lambda: JetViT(windows=4, **TINY), 'windows')):
-        with pytest.raises(TypeError, match=rf"unexpected keyword argument '{name}'"):
+    for build, message in ((lambda: JetViT(window_size=4, **TINY), "JetViT: window_size=4: no longer an argument; "
+                            "set mixers.W.window_size in the mixer table: mixers={'L': {'type': 'LinearAttention', "
+                            "'conv': 'squeeze'}, 'W': {'type': 'WindowAttention', 'window_size': 4}, 'F'"),
+                           (lambda: JetViTSupernet(linear_cfg=dict(conv='static'), **TINY),
+                            "JetViTSupernet: linear_cfg={'conv': 'static'}: no longer an argument; set mixers.L.conv"),
+                           (lambda: JetViTSupernet(window_kernel='flex', **TINY), 'set mixers.W.kernel'),
+                           (lambda: JetViTDepthAnything('dinov2_vits14', linear_cfg=dict(focusing=3.0), embed_dim=32,
+                                                        depth=4, num_heads=2, out_indices=(0, 1, 2, 3), features=16,
+                                                        out_channels=[8, 16, 32, 32]), 'set mixers.L.focusing'),
+                           (lambda: JetViT(windows=4, **TINY), 'JetViT: unknown argument windows=4; remove or correct '
+                                                               'it (valid: arch, checkpoint, depth'),
+                           (lambda: JetViT(archh='LWLF', **TINY), "unknown argument archh='LWLF'; did you mean arch?")):
+        with pytest.raises(TypeError, match=re.escape(message)):
             build()
 
 

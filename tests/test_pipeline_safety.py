@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jetvit_mm.method.workflow import MARKER
+from jetvit_mm.pipeline.products import MARKER
 
 from .conftest import HANG_GUARD_S, REPO
 from .test_pipeline_tool import _pipeline_args, _tiny_task
@@ -145,15 +145,14 @@ subprocess.Popen([sys.executable, '-c', 'import os, sys, time; open(sys.argv[1],
 open(out + '/agent.pid', 'w').write(str(os.getpid()))
 time.sleep(600)
 """
-DRIVER = """import importlib.util, sys
+DRIVER = """import sys
 from pathlib import Path
-spec = importlib.util.spec_from_file_location('workflow', sys.argv[1])
-wf = sys.modules['workflow'] = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(wf)
-work = Path(sys.argv[2])
-flow = wf.Workflow(work)
+from jetvit_mm.pipeline.engine import Workflow
+from jetvit_mm.pipeline.stage import Stage
+work = Path(sys.argv[1])
+flow = Workflow(work)
 with flow.lock():
-    flow.run(wf.Stage('train', work / 'train', [sys.executable, '-c', sys.argv[3], work / 'train']))
+    flow.run(Stage('train', work / 'train', [sys.executable, '-c', sys.argv[2], work / 'train']))
 """
 
 
@@ -167,7 +166,7 @@ def _alive(pid: int) -> bool:
 
 def test_kill_9_of_a_workflow_ends_its_stage_and_the_workers_in_their_own_sessions(tmp_path):
     """The engine alone (no mmengine): a stage like torchrun, whose worker runs in a session of its own."""
-    driver = [sys.executable, '-c', DRIVER, str(REPO / 'jetvit_mm' / 'method' / 'workflow.py'), str(tmp_path), AGENT]
+    driver = [sys.executable, '-c', DRIVER, str(tmp_path), AGENT]
     first = subprocess.Popen(driver, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pids = [tmp_path / 'train' / 'agent.pid', tmp_path / 'train' / 'worker.pid']
     try:

@@ -1,4 +1,4 @@
-"""tools/pipeline.py and its workflow engine (jetvit_mm.method.workflow): a stage done with the same inputs is skipped,
+"""tools/pipeline.py and its workflow engine (jetvit_mm.pipeline.engine): a stage done with the same inputs is skipped,
 a changed input reruns it and every stage after it, a killed stage resumes (a train stage with --resume), --plan
 prints the commands and estimates and runs nothing, and the whole method on the generated segmentation task, killed
 in the middle of a stage and resumed, gives the report an uninterrupted run gives."""
@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from jetvit_mm.method.workflow import MARKER, FileText, Join, Stage, Workflow
+from jetvit_mm.pipeline.engine import Workflow
+from jetvit_mm.pipeline.products import MARKER
+from jetvit_mm.pipeline.stage import FileText, Join, Stage
 
 from .conftest import HANG_GUARD_S, REPO, run_tool
 
@@ -75,7 +77,7 @@ def test_a_script_that_names_base_is_fingerprinted_by_its_text(tmp_path):
     """Only a config (a module-level ``_base_ = ...``) is read with its bases merged: a script whose docstring names
     ``configs/probe/dinov3_base_linear_*.py`` is not executed, and its fingerprint is its text's, the same in every
     process (it was a digest of the executed module's objects, whose text changed from run to run)."""
-    from jetvit_mm.method.workflow import file_fingerprint
+    from jetvit_mm.pipeline.inputs import file_fingerprint
 
     script = tmp_path / 'tool.py'
     script.write_text('"""scores configs/probe/dinov3_base_linear_cityscapes.py"""\nmarker = object()\n')
@@ -167,8 +169,8 @@ def test_plan_of_depth_and_detection_configs(tmp_path):
 
 def _tiny_task(root: Path) -> Path:
     """The generated segmentation task (a few images) and a random teacher of the demo's backbone."""
+    from jetvit_mm.demo.context_seg import make_context_seg
     from jetvit_mm.models import JetViT
-    from jetvit_mm.testing.context_seg import make_context_seg
 
     make_context_seg(root / 'data', splits={'train': 4, 'val': 2}, seed=0)
     torch.manual_seed(0)

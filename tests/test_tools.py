@@ -150,14 +150,15 @@ def test_amp_without_gpu_is_a_clear_error(tiny_cityscapes, tmp_path):
 
 def test_run_main_leaves_without_finalizing_only_after_a_torn_down_group(tmp_path, monkeypatch):
     """tools/train.py, test.py and search.py end in run_main: after a distributed run the process leaves with 0 once
-    the exit handlers ran (a gloo worker that DDP keeps alive aborts the rank if the interpreter finalizes under
+    its logs are flushed (a gloo worker that DDP keeps alive aborts the rank if the interpreter finalizes under
     it); a run without a group and a failing run end as usual."""
-    import atexit
+    import logging
 
-    from jetvit_mm.mm.engine.launch import process_group_teardown, run_main
+    from jetvit_mm.cli import run_main
+    from jetvit_mm.mm.engine.launch import process_group_teardown
 
     left, handled = [], []
-    monkeypatch.setattr(atexit, '_run_exitfuncs', lambda: handled.append(True))
+    monkeypatch.setattr(logging, 'shutdown', lambda: handled.append(True))
 
     run_main(lambda: None, leave=left.append)
     assert left == [] and handled == []

@@ -1,4 +1,4 @@
-"""The workflow engine of tools/pipeline.py (jetvit_mm.method.workflow), in process with Python stages: it deletes only
+"""The workflow engine of tools/pipeline.py (jetvit_mm.pipeline.engine), in process with Python stages: it deletes only
 what it wrote, keeps a stage's previous outputs until the new ones are complete, trusts a marker only with the
 outputs it recorded, and sees the data a stage reads."""
 import os
@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from jetvit_mm.method.workflow import MARKER, Stage, Workflow, foreign_files, tree_fingerprint, write_json_atomic
+from jetvit_mm.fingerprints import tree_fingerprint
+from jetvit_mm.jsonio import write_json_atomic
+from jetvit_mm.pipeline.engine import Workflow
+from jetvit_mm.pipeline.products import MARKER, foreign_files
+from jetvit_mm.pipeline.stage import Stage
 
 
 def _stage(tmp_path: Path, name: str, source: Path, calls: list, deps=(), data=(), fail: bool = False) -> Stage:

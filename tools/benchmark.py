@@ -1,80 +1,15 @@
-"""Benchmarks (not tests): one subcommand per thing measured.
+"""Benchmarks (not tests): one subcommand per thing measured, side by side in one interleaved run; each prints its
+table and the documented targets (MET / MISS) and ``--json`` writes the result with the machine it ran on.
 
-    python tools/benchmark.py mixers [--grid 64 128] [--dim 768] [--heads 12] [--batch 1] [--prefix 5]
-        [--window 16] [--warmup 2] [--repeat 5] [--dtype fp32|bf16] [--device cpu|cuda] [--threads N]
-        [--no-rope] [--cuda-graph] [--malloc keep|system] [--kernel auto|compile|triton|flex ...]
-        [--json PATH]
+    python tools/benchmark.py mixers           the token mixers alone and in blocks (torch paths and fast paths)
+    python tools/benchmark.py distill-step     a supernet's distillation step against a fixed-arch student's
+    python tools/benchmark.py distill-kernels  a distillation step on the fast mixer paths against the torch paths
+    python tools/benchmark.py models           whole models per arch and input size: latency, memory, FLOPs, speed-up
+    python tools/benchmark.py plan             the memory planner: per-GPU memory of a distillation step
+    python tools/benchmark.py plot             the latency-vs-size plot of a saved `models` result
 
-`mixers` times every token mixer alone (F, W, L with each conv variant, plus the bare qkv/proj projections
-every mixer contains) and whole pre-norm blocks (mixer + timm Mlp ratio 4 + LayerNorms) for L-static vs
-L-squeeze, all on the reference torch path, plus L-squeeze, W and the L-squeeze block on each ``--kernel`` (the
-mixers' fast-path switch, default ``auto``: what a user gets; ``triton`` is L only, ``flex`` W only). Measurements
-are interleaved: each repeat runs every entry once (rotating the start), so slow drifts of a shared machine hit all
-entries alike. Reports median, min and max per entry and checks the targets of docs/benchmarks.md.
-
-    python tools/benchmark.py distill-step [--model dinov3_vitb16] [--arch LWLWLWLWLWLW] [--size 256 512]
-        [--batch 2] [--warmup 1] [--repeat 5] [--malloc keep|system] [--json PATH]
-
-`distill-step` times one distillation training step of a supernet (path set to --arch) against a fixed-arch
-student with the same arch, interleaved (the supernet's overhead target: at most 1.25x).
-
-    python tools/benchmark.py distill-kernels [--model dinov3_vits16] [--arch all-L|all-W|2F|ARCH ...]
-        [--size 224 224] [--batch 2] [--depth N] [--device cpu|cuda] [--dtype bf16|fp32]
-        [--fast-mode auto|eager|compiled] [--warmup 2] [--repeat 5] [--threads N] [--json PATH]
-
-`distill-kernels` times one supernet distillation step (teacher forward, student forward + backward, AdamW) on the
-fast mixer paths against the torch paths, per arch, all interleaved in one run (jetvit_mm/benchmark/
-distill_kernels.py): on CUDA the eager fast paths (L: Triton with its Triton backward; W: FlexAttention's backward),
-on the CPU the compiled student (no eager CPU fast path has a backward). The default archs (all-L, all-W and 2F;
---arch repeated picks others) put a slowdown down to L or W; --dtype bf16 (default) runs the forward under autocast
-(fp32 weights and AdamW). Sizes where attention matters: --size 1024 2048 --batch 1, --size 512 1024 --batch 4.
-Target on a GPU: the fast step >= x1.3 faster.
-
-    python tools/benchmark.py models [--model dinov3_vitb16] [--arch teacher|2F|all-L|all-W|ARCH ...]
-        [--baseline NAME=f<FACTOR>@<AFTER>[-<UNTIL>] ...]
-        [--config CONFIG] [--checkpoint EXPORTED.pth] [--size H W ...] [--batch 1] [--dtype fp32|bf16|fp16]
-        [--device cpu|cuda] [--warmup 1] [--repeat 5] [--compile] [--cuda-graph] [--throughput [BATCH]]
-        [--linear-cfg KEY=VALUE ...] [--window-kernel auto|torch|compile|flex] [--patch-embed conv|matmul]
-        [--threads N] [--malloc keep|system]
-        [--head none|dpt] [--no-teacher] [--no-memory] [--profile] [--json PATH] [--plot PNG]
-
-`models` times whole JetViT forwards (random weights unless --checkpoint) for each arch at each --size, every
-(size, arch) pair interleaved per repeat (so that both the speed-ups and the growth with size are measured side by
-side), and reports latency (median, min, max), images/s, the peak memory of one forward (a fresh
-process per arch and size: jetvit_mm/benchmark/memory.py), FLOPs with attention counted
-(jetvit_mm/benchmark/flops.py) and the speed-up over the all-F teacher (always added unless --no-teacher).
-Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F layers (12 layers: LWLLWWLLWFLF).
-``--baseline NAME=f2@1-9`` adds the training-free token-clustering baseline on the teacher (2x2 patch tokens per
-cluster after block 1, full resolution again after block 9, every output the head reads reconstructed;
-jetvit_mm/models/token_reduction.py), timed in the same round-robin and reported with its speed-up over the teacher
-like the archs (FLOPs: the blocks' Linears and attention on the tokens they see; the clustering's own einsums are not
-counted).
-``--head dpt`` times the depth model instead (JetViT-DepthAnything: the backbone's four tapped layers and
-DepthAnythingV2's DPT head, as in the paper's Table 4), e.g. ``--model dinov2_vitl14 --head dpt --size 518 1022``
-or ``--config configs/depth/depthanything_large_eval.py --head dpt``; its FLOPs are the part ``head``.
-
-    python tools/benchmark.py plan CONFIG [CONFIG ...] --world-size 8 [--batch N] [--size H W] [--gpu-mem-gb 80]
-        [--reserve-gb 0] [--json PATH]
-
-`plan` is the memory planner: per-GPU parameters, gradients, AdamW states and activations of one distillation step
-of each config, with and without activation checkpointing, and whether it fits (batch and size default to the
-config's ``train_dataloader.batch_size`` and ``crop_size``; FSDP2 and its param dtype from ``model_wrapper_cfg``).
-Nothing is allocated: the model is built on the meta device and the activations are counted from autograd's saved
-tensors (jetvit_mm/benchmark/planner.py states every assumption).
-
-    python tools/benchmark.py plot RESULT.json --out PNG
-
-`plot` draws the latency-vs-size plot of a saved `models` result (e.g. one measured on a GPU machine).
-
-On CUDA, ``--cuda-graph`` captures each timed call in a CUDA graph and times its replay: at batch 1 a ViT-B
-forward launches hundreds of small kernels, and eager timing then measures the host's launch rate as much as the
-GPU. With ``--compile`` too, each compiled model (torch.compile's default mode, no CUDA graphs of its own) is
-captured the same way. `models` records the SDPA backend of every F layer (``sdpa_backends`` in the JSON) and, on
-CUDA where cuDNN attention runs, also times the teacher with it (``teacher (cuDNN attention)``): every speed-up is
-stated against the fastest teacher of its size (``reference`` in each row). ``--linear-cfg precision=mixed`` (any
-L-mixer option, e.g. ``kernel=torch``) applies to every arch's L layers, ``--window-kernel`` to its W layers
-(default: the model's, ``auto``). ``--patch-embed matmul`` computes every model's patch embedding as a reshape +
-matmul instead of the convolution (same weights; jetvit_mm/models/patch_embed.py), for a GPU to compare the two.
+``tools/benchmark.py SUBCOMMAND --help`` says what each measures and takes; how they measure, and every figure with
+its command: docs/benchmarks.md.
 
 On CPU, ``--malloc keep`` (the default of every subcommand) makes glibc keep freed memory for the next call:
 with the system policy every forward at 1024x2048 maps its big tensors afresh and page-faults ~1.2 million times,
@@ -116,6 +51,60 @@ from jetvit_mm.models.mixers.kernels import WINDOW_KERNELS
 from jetvit_mm.models.token_reduction import SPEC_PATTERN, SPEC_SYNTAX
 
 SUPERNET_ONLY_KEYS = ('search_space', 'step1_arch', 'freeze_mlp')
+
+DESCRIPTIONS = {  # each subcommand's --help
+    'mixers': """\
+`mixers` times every token mixer alone (F, W, L with each conv variant, plus the bare qkv/proj projections
+every mixer contains) and whole pre-norm blocks (mixer + timm Mlp ratio 4 + LayerNorms) for L-static vs
+L-squeeze, all on the reference torch path, plus L-squeeze, W and the L-squeeze block on each ``--kernel`` (the
+mixers' fast-path switch, default ``auto``: what a user gets; ``triton`` is L only, ``flex`` W only). Measurements
+are interleaved: each repeat runs every entry once (rotating the start), so slow drifts of a shared machine hit all
+entries alike. Reports median, min and max per entry and checks the targets of docs/benchmarks.md.""",
+    'distill-step': """\
+`distill-step` times one distillation training step of a supernet (path set to --arch) against a fixed-arch
+student with the same arch, interleaved (the supernet's overhead target: at most 1.25x).""",
+    'distill-kernels': """\
+`distill-kernels` times one supernet distillation step (teacher forward, student forward + backward, AdamW) on the
+fast mixer paths against the torch paths, per arch, all interleaved in one run (jetvit_mm/benchmark/
+distill_kernels.py): on CUDA the eager fast paths (L: Triton with its Triton backward; W: FlexAttention's backward),
+on the CPU the compiled student (no eager CPU fast path has a backward). The default archs (all-L, all-W and 2F;
+--arch repeated picks others) put a slowdown down to L or W; --dtype bf16 (default) runs the forward under autocast
+(fp32 weights and AdamW). Sizes where attention matters: --size 1024 2048 --batch 1, --size 512 1024 --batch 4.
+Target on a GPU: the fast step >= x1.3 faster.""",
+    'models': """\
+`models` times whole JetViT forwards (random weights unless --checkpoint) for each arch at each --size, every
+(size, arch) pair interleaved per repeat (so that both the speed-ups and the growth with size are measured side by
+side), and reports latency (median, min, max), images/s, the peak memory of one forward (a fresh
+process per arch and size: jetvit_mm/benchmark/memory.py), FLOPs with attention counted
+(jetvit_mm/benchmark/flops.py) and the speed-up over the all-F teacher (always added unless --no-teacher).
+Shortcuts: teacher = all F, all-L, all-W, 2F = a paper-style hybrid with two F layers (12 layers: LWLLWWLLWFLF).
+``--baseline NAME=f2@1-9`` adds the training-free token-clustering baseline on the teacher (2x2 patch tokens per
+cluster after block 1, full resolution again after block 9, every output the head reads reconstructed;
+jetvit_mm/models/token_reduction.py), timed in the same round-robin and reported with its speed-up over the teacher
+like the archs (FLOPs: the blocks' Linears and attention on the tokens they see; the clustering's own einsums are not
+counted).
+``--head dpt`` times the depth model instead (JetViT-DepthAnything: the backbone's four tapped layers and
+DepthAnythingV2's DPT head, as in the paper's Table 4), e.g. ``--model dinov2_vitl14 --head dpt --size 518 1022``
+or ``--config configs/depth/depthanything_large_eval.py --head dpt``; its FLOPs are the part ``head``.
+
+On CUDA, ``--cuda-graph`` captures each timed call in a CUDA graph and times its replay: at batch 1 a ViT-B
+forward launches hundreds of small kernels, and eager timing then measures the host's launch rate as much as the
+GPU. With ``--compile`` too, each compiled model (torch.compile's default mode, no CUDA graphs of its own) is
+captured the same way. `models` records the SDPA backend of every F layer (``sdpa_backends`` in the JSON) and, on
+CUDA where cuDNN attention runs, also times the teacher with it (``teacher (cuDNN attention)``): every speed-up is
+stated against the fastest teacher of its size (``reference`` in each row). ``--linear-cfg precision=mixed`` (any
+L-mixer option, e.g. ``kernel=torch``) applies to every arch's L layers, ``--window-kernel`` to its W layers
+(default: the model's, ``auto``). ``--patch-embed matmul`` computes every model's patch embedding as a reshape +
+matmul instead of the convolution (same weights; jetvit_mm/models/patch_embed.py), for a GPU to compare the two.""",
+    'plan': """\
+`plan` is the memory planner: per-GPU parameters, gradients, AdamW states and activations of one distillation step
+of each config, with and without activation checkpointing, and whether it fits (batch and size default to the
+config's ``train_dataloader.batch_size`` and ``crop_size``; FSDP2 and its param dtype from ``model_wrapper_cfg``).
+Nothing is allocated: the model is built on the meta device and the activations are counted from autograd's saved
+tensors (jetvit_mm/benchmark/planner.py states every assumption).""",
+    'plot': """\
+`plot` draws the latency-vs-size plot of a saved `models` result (e.g. one measured on a GPU machine).""",
+}
 NOT_BUILD_KEYS = ('type', 'init_cfg', 'checkpoint', 'frozen')
 
 
@@ -338,64 +327,66 @@ def check_cuda_graph(args: argparse.Namespace, device: torch.device) -> None:
         raise SystemExit('--freeze is an option of torch.compile: add --compile')
 
 
-def count(minimum: int) -> Callable[[str], int]:
-    """argparse type: an int >= ``minimum``."""
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f'must be >= {minimum}, got {value}')
-        return value
-    parse.__name__ = f'int >= {minimum}'
-    return parse
 
 
 MALLOC_HELP = ('CPU: keep freed memory in the heap for the next call (default: no page faults from mapping big tensors '
                'again every call) or leave the system allocator policy')
 
 
+def subcommand(sub: argparse._SubParsersAction, name: str, summary: str, warmup: Optional[int] = None,
+               device: bool = True, malloc: bool = True) -> argparse.ArgumentParser:
+    """A subcommand's parser, its :data:`DESCRIPTIONS` entry as its ``--help`` text; a timed one (``warmup`` given)
+    with the options every timed subcommand takes: --warmup, --repeat, --threads, --device and --malloc (where it
+    has them), --json."""
+    parser = sub.add_parser(name, help=summary, description=DESCRIPTIONS[name],
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    if warmup is None:
+        return parser
+    parser.add_argument('--warmup', type=count_arg, default=warmup)
+    parser.add_argument('--repeat', type=positive, default=5)
+    parser.add_argument('--threads', type=count_arg, default=0, help='torch threads on CPU (0: torch default)')
+    if device:
+        parser.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
+    if malloc:
+        parser.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
+    parser.add_argument('--json', type=Path, default=None, help='also write the result (stats, samples) here')
+    return parser
+
+
 def add_mixers_parser(sub: argparse._SubParsersAction) -> None:
     """The ``mixers`` subcommand's arguments."""
-    mixers = sub.add_parser('mixers', help='per-mixer and per-block forward latency')
+    mixers = subcommand(sub, 'mixers', 'per-mixer and per-block forward latency', warmup=2)
     mixers.add_argument('--grid', type=positive, nargs=2, default=(64, 128), metavar=('H', 'W'), help='patch grid')
     mixers.add_argument('--dim', type=positive, default=768)
     mixers.add_argument('--heads', type=positive, default=12)
     mixers.add_argument('--batch', type=positive, default=1)
     mixers.add_argument('--prefix', type=count_arg, default=5, help='prefix tokens (DINOv3: cls + 4 registers)')
     mixers.add_argument('--window', type=positive, default=16, help='window size of W')
-    mixers.add_argument('--warmup', type=count(0), default=2)
-    mixers.add_argument('--repeat', type=count(1), default=5)
     mixers.add_argument('--dtype', choices=sorted(MIXER_DTYPES), default='fp32')
-    mixers.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
-    mixers.add_argument('--threads', type=count_arg, default=0, help='torch threads on CPU (0: torch default)')
-    mixers.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     mixers.add_argument('--no-rope', action='store_true', help='no RoPE (DINOv2-style teacher)')
     mixers.add_argument('--cuda-graph', action='store_true', help='time CUDA-graph replays (CUDA only)')
     mixers.add_argument('--kernel', action='append', default=None, choices=FAST_KERNELS,
                         help='fast path(s) to time next to the torch reference, repeatable (default: auto); '
                              'triton is L only, flex W only')
-    mixers.add_argument('--json', type=Path, default=None, help='also write all samples and stats here')
     mixers.set_defaults(func=run_mixers)
 
 
 def add_distill_step_parser(sub: argparse._SubParsersAction) -> None:
     """The ``distill-step`` subcommand's arguments."""
-    step = sub.add_parser('distill-step', help='supernet vs fixed-arch distillation training step (CPU)')
+    step = subcommand(sub, 'distill-step', 'supernet vs fixed-arch distillation training step (CPU)', warmup=1,
+                      device=False)
     step.add_argument('--model', default='dinov3_vitb16')
     step.add_argument('--arch', default='LWLWLWLWLWLW', help='the path both students run (L/W letters)')
     step.add_argument('--size', type=positive, nargs=2, default=(256, 512), metavar=('H', 'W'))
     step.add_argument('--batch', type=positive, default=2)
     step.add_argument('--window', type=positive, default=16)
-    step.add_argument('--warmup', type=count(0), default=1)
-    step.add_argument('--repeat', type=count(1), default=5)
-    step.add_argument('--threads', type=count_arg, default=0)
-    step.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
-    step.add_argument('--json', type=Path, default=None)
     step.set_defaults(func=run_distill_step)
 
 
 def add_distill_kernels_parser(sub: argparse._SubParsersAction) -> None:
     """The ``distill-kernels`` subcommand's arguments."""
-    kern = sub.add_parser('distill-kernels', help='supernet distillation step: fast paths vs torch paths')
+    kern = subcommand(sub, 'distill-kernels', 'supernet distillation step: fast paths vs torch paths', warmup=2,
+                      malloc=False)
     kern.add_argument('--model', default='dinov3_vits16')
     kern.add_argument('--arch', action='append', default=None,
                       help=f'a supernet path, repeatable, each timed on both paths: a shortcut (all-L, all-W, 2F) or '
@@ -403,21 +394,16 @@ def add_distill_kernels_parser(sub: argparse._SubParsersAction) -> None:
     kern.add_argument('--size', type=positive, nargs=2, default=(224, 224), metavar=('H', 'W'))
     kern.add_argument('--batch', type=positive, default=2)
     kern.add_argument('--depth', type=positive, default=None, help='a toy with fewer layers (default: the model\'s)')
-    kern.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
     kern.add_argument('--dtype', default='bf16', choices=('bf16', 'fp32'),
                       help='bf16: forward under autocast (fp32 weights and AdamW); fp32: everything fp32')
     kern.add_argument('--fast-mode', default='auto', choices=('auto', 'eager', 'compiled'),
                       help='the fast step eager or compiled (auto: eager on CUDA, compiled on the CPU)')
-    kern.add_argument('--warmup', type=count(0), default=2)
-    kern.add_argument('--repeat', type=count(1), default=5)
-    kern.add_argument('--threads', type=count_arg, default=0)
-    kern.add_argument('--json', type=Path, default=None)
     kern.set_defaults(func=run_distill_kernels)
 
 
 def add_models_parser(sub: argparse._SubParsersAction) -> None:
     """The ``models`` subcommand's arguments."""
-    models = sub.add_parser('models', help='whole-model latency, throughput, memory, FLOPs per arch and size')
+    models = subcommand(sub, 'models', 'whole-model latency, throughput, memory, FLOPs per arch and size', warmup=1)
     models.add_argument('--model', default='dinov3_vitb16', help='teacher variant (ignored with --config)')
     models.add_argument('--arch', action='append', default=None,
                         help=f'arch string or shortcut ({", ".join(ARCH_SHORTCUTS)}), repeatable; '
@@ -437,9 +423,6 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
                              '1024 2048 at patch 16, 448 896 and 896 1792 at patch 14)')
     models.add_argument('--batch', type=positive, default=1, help='batch of the latency run')
     models.add_argument('--dtype', choices=tuple(MODEL_DTYPES), default='fp32')
-    models.add_argument('--device', choices=('cpu', 'cuda'), default='cpu')
-    models.add_argument('--warmup', type=count(0), default=1)
-    models.add_argument('--repeat', type=count(1), default=5)
     models.add_argument('--compile', action='store_true', help='time torch.compile(model) (memory probe: eager)')
     models.add_argument('--freeze', action='store_true',
                         help='with --compile: inductor freezing for every model (torch._inductor.config.freezing: '
@@ -455,8 +438,6 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
                         help='the patch embedding as the convolution or as a reshape + matmul (same weights)')
     models.add_argument('--window-kernel', choices=WINDOW_KERNELS, default=None,
                         help='W layers\' implementation for every arch (default: the model\'s own, auto)')
-    models.add_argument('--threads', type=count_arg, default=0, help='torch threads on CPU (0: torch default)')
-    models.add_argument('--malloc', choices=MALLOC_POLICIES, default='keep', help=MALLOC_HELP)
     models.add_argument('--head', choices=('none', 'dpt'), default='none',
                         help='dpt: time the depth model of the paper\'s Table 4, the backbone (a DINOv2 model) and '
                              'DepthAnythingV2\'s DPT head (widths from --config\'s decode_head, else the model\'s '
@@ -470,14 +451,13 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
     models.add_argument('--no-memory', action='store_true', help='skip the peak-memory processes')
     models.add_argument('--profile', action='store_true',
                         help='at the largest size: per-block times and torch.profiler top ops per arch')
-    models.add_argument('--json', type=Path, default=None)
     models.add_argument('--plot', type=Path, default=None, help='PNG of latency vs input size per arch')
     models.set_defaults(func=run_models)
 
 
 def add_plan_parser(sub: argparse._SubParsersAction) -> None:
     """The ``plan`` subcommand's arguments."""
-    plan = sub.add_parser('plan', help='memory planner: per-GPU memory of a distillation step, and whether it fits')
+    plan = subcommand(sub, 'plan', 'memory planner: per-GPU memory of a distillation step, and whether it fits')
     plan.add_argument('config', nargs='+', help='distillation config(s)')
     plan.add_argument('--world-size', type=positive, required=True, help='number of GPUs (processes)')
     plan.add_argument('--batch', type=positive, default=None, help='per-GPU batch (default: the config\'s)')
@@ -492,7 +472,7 @@ def add_plan_parser(sub: argparse._SubParsersAction) -> None:
 
 def add_plot_parser(sub: argparse._SubParsersAction) -> None:
     """The ``plot`` subcommand's arguments."""
-    plot = sub.add_parser('plot', help='scaling plot (PNG) of a saved `models --json` result')
+    plot = subcommand(sub, 'plot', 'scaling plot (PNG) of a saved `models --json` result')
     plot.add_argument('result', type=Path)
     plot.add_argument('--out', type=Path, required=True)
     plot.set_defaults(func=run_plot)

@@ -7,7 +7,7 @@ The output (``backbone.*`` in JetViT names + ``decode_head.*`` in the original D
 """
 import argparse
 
-from jetvit_mm.cli import check_inputs, check_outputs
+from jetvit_mm.cli import check_inputs, check_outputs, run_main
 from jetvit_mm.models.depth_anything import export_mmseg_checkpoint
 
 
@@ -22,4 +22,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

@@ -2,7 +2,7 @@
 
     python tools/demo.py [--work-dir work_dirs/demo] [--jobs 2] [--ablation] [--plan]
 
-1. generate the context task (``jetvit_mm.testing.context_seg``, Cityscapes layout, 64x128 images, 512 train /
+1. generate the context task (``jetvit_mm.demo.context_seg``, Cityscapes layout, 64x128 images, 512 train /
    128 val): an object's class depends on the colour of its partner patch half the image away, outside the
    object's attention window (``--task corner``: one marker in a corner decides every object's class);
 2. train a 12-layer DINOv3-architecture teacher (``JetViT``, all full attention, RoPE, registers) with a linear
@@ -25,8 +25,8 @@
 
 Every tool runs as a user would run it, in its own process with one thread (``--threads``), ``--jobs`` at a time
 where the steps do not depend on each other. The demo is a task configuration of the method's one list of stages,
-the one ``tools/pipeline.py`` runs (``jetvit_mm.method.stages``), with its own stages after them
-(``jetvit_mm.method.demo``); each stage has its own folder (``pipeline/<stage>``, its log ``stage.log`` there), and
+the one ``tools/pipeline.py`` runs (``jetvit_mm.pipeline.stages``), with its own stages after them
+(``jetvit_mm.demo.run``); each stage has its own folder (``pipeline/<stage>``, its log ``stage.log`` there), and
 a rerun in the same work dir skips every stage done with the same inputs and resumes a killed one (``--plan`` prints
 them, and whether each would be skipped, and runs nothing). One thread per process makes the figures reproducible:
 the same seed gives the same table (the latency table is a measurement: cached after the first run, measured again
@@ -40,17 +40,13 @@ About 6-9 minutes on 2 idle CPU cores (teachers' training included), more when o
 teacher with every teacher weight vs only the MLPs inherited, same steps, same probe).
 """
 import argparse
-import sys
 from pathlib import Path
 from typing import Tuple
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run from a checkout without installing
-
-from jetvit_mm.cli import check_outputs, finite, positive  # noqa: E402
-from jetvit_mm.cli import count as count_arg  # noqa: E402
-from jetvit_mm.method.demo import DemoOptions, plan_demo, run_demo  # noqa: E402
-from jetvit_mm.testing.context_seg import TASKS  # noqa: E402
+from jetvit_mm.cli import check_outputs, finite, positive, run_main
+from jetvit_mm.cli import count as count_arg
+from jetvit_mm.demo.context_seg import TASKS
+from jetvit_mm.demo.run import DemoOptions, plan_demo, run_demo
 
 
 def parse_args(argv=None) -> Tuple[DemoOptions, bool]:
@@ -60,7 +56,7 @@ def parse_args(argv=None) -> Tuple[DemoOptions, bool]:
     parser.add_argument('--seed', type=count_arg, default=d.seed,
                         help='dataset seed (the runs use the configs\' seed 0)')
     parser.add_argument('--task', choices=TASKS, default=d.task,
-                        help='the generated task (jetvit_mm.testing.context_seg): partner (default) or corner')
+                        help='the generated task (jetvit_mm.demo.context_seg): partner (default) or corner')
     parser.add_argument('--jobs', type=positive, default=d.jobs, help='tools run at the same time')
     parser.add_argument('--threads', type=positive, default=d.threads, help='torch threads per tool process')
     parser.add_argument('--train-images', type=positive, default=d.train_images)
@@ -100,4 +96,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

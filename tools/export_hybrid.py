@@ -6,12 +6,10 @@
 """
 import argparse
 
-from mmengine.config import DictAction
-
-from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs
+from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs, run_main
 from jetvit_mm.mm.apis.export import export_from_checkpoint
-from jetvit_mm.mm.engine.launch import read_config
-from jetvit_mm.mm.search.scoring import declared_letters
+from jetvit_mm.mm.engine.launch import ConfigOptions, read_config
+from jetvit_mm.mm.search.scoring import declared_depth, declared_letters
 
 
 def main(argv=None) -> dict:
@@ -25,13 +23,13 @@ def main(argv=None) -> dict:
                         help='trained downstream checkpoint of CONFIG (e.g. the teacher\'s probe): its head goes '
                              'with the hybrid into hybrid_<ARCH>_with_head.pth')
     parser.add_argument('--distill-config')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+    parser.add_argument('--cfg-options', nargs='+', action=ConfigOptions,
                         help='override keys of CONFIG, e.g. model.backbone.mixers.W.window_size=8 (as tools/search.py)')
     args = parser.parse_args(argv)
     check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config'))
     check_outputs(parser, args, dirs=('out_dir', ))
-    cfg = read_config(args.config, args.cfg_options)  # a plugin's mixers imported
-    check_arch_letters(parser, '--arch', args.arch, declared_letters(cfg))
+    cfg = read_config(args.config, args.cfg_options, 'export_hybrid')  # a plugin's mixers imported
+    check_arch_letters(parser, '--arch', args.arch, declared_letters(cfg), declared_depth(cfg))
     paths = export_from_checkpoint(cfg, args.checkpoint, args.arch, args.out_dir, args.head_checkpoint,
                                    args.distill_config)
     for kind, path in paths.items():
@@ -40,4 +38,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

@@ -17,16 +17,12 @@ inf fail the check (torch's before anything is written). ``--out`` is tried befo
 there and removed) and written atomically. Needs the deploy extra: ``pip install -e .[deploy]``.
 """
 import argparse
-import os.path as osp
-import sys
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-from jetvit_mm.cli import check_inputs, check_outputs, positive  # noqa: E402
-from jetvit_mm.deploy import check_finite, check_writable, compare_outputs, export_onnx, onnx_session, run_onnx  # noqa: E402
-from jetvit_mm.mm.apis.onnx_model import PARTS, build_export_module  # noqa: E402
+from jetvit_mm.cli import check_inputs, check_outputs, positive, run_main
+from jetvit_mm.deploy import check_finite, check_writable, compare_outputs, export_onnx, onnx_session, run_onnx
+from jetvit_mm.mm.apis.onnx_model import PARTS, build_export_module
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -101,4 +97,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

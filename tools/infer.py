@@ -14,13 +14,9 @@ and b/x.png: a/x and b/x). A file in the way that this run did not write is refu
 replaces it); an input image is never overwritten.
 """
 import argparse
-import os.path as osp
-import sys
 from pathlib import Path
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-from jetvit_mm.cli import check_inputs, check_outputs, count, positive  # noqa: E402
+from jetvit_mm.cli import check_inputs, check_outputs, count, positive, run_main
 
 CHECKPOINT_SUFFIXES = ('.pth', '.pt')
 
@@ -82,4 +78,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

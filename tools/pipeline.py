@@ -28,16 +28,12 @@ copy-pastable, with its time estimate (iterations x a step time: logged by an ea
 --measure-steps N) and whether it would be skipped, and runs nothing else.
 """
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run from a checkout without installing
-
-from jetvit_mm.cli import check_inputs, check_outputs, positive  # noqa: E402
-from jetvit_mm.method import stages as method  # noqa: E402
-from jetvit_mm.method.workflow import Workflow  # noqa: E402
+from jetvit_mm.cli import check_inputs, check_outputs, positive, run_main
+from jetvit_mm.pipeline import stages as method
+from jetvit_mm.pipeline.engine import Workflow
 
 STAGES = ('probe_teacher', 'convert_teacher', 'test_teacher', 'step1_distill', 'step1_search', 'step2_distill',
           'step2_search', 'finetune', 'probe_hybrid', 'test_hybrid', 'report')
@@ -106,10 +102,7 @@ def measured_step_times(stages, wf: Workflow, steps: int) -> dict:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    try:
-        profile = method.task_profile(args.config, args.task, args.probe_config, args.step2_config, args.metric)
-    except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f'error: {e}') from None
+    profile = method.task_profile(args.config, args.task, args.probe_config, args.step2_config, args.metric)
     opts = method.MethodOptions(Path(args.config).resolve(), Path(args.teacher).resolve(), args.work_dir.resolve(),
                                 profile, args.data_root.resolve() if args.data_root else None, args.launcher,
                                 args.gpus, args.max_iters, args.beam_width, args.max_full, args.device)
@@ -117,7 +110,7 @@ def main(argv=None) -> None:
     if args.until and args.until not in [s.name for s in stages]:
         raise SystemExit(f'error: --until {args.until}: no such stage for task {profile.task}; valid: '
                          f'{", ".join(s.name for s in stages)}')
-    wf = Workflow(opts.work_dir, cwd=REPO, log=lambda m: print(f'[pipeline] {m}', flush=True),
+    wf = Workflow(opts.work_dir, cwd=method.REPO, log=lambda m: print(f'[pipeline] {m}', flush=True),
                   overwrite=args.overwrite)
     if args.plan:
         print(method.plan_text(wf, stages, measured_step_times(stages, wf, args.measure_steps or 0)))
@@ -132,4 +125,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    run_main(main)

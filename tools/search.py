@@ -29,12 +29,19 @@ import os
 from pathlib import Path
 
 import torch
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 
-from jetvit_mm.cli import arch_string, check_arch_letters, check_inputs, check_outputs, finite, integer, positive
+from jetvit_mm.cli import arch_string, check_arch_letters, finite, integer, positive, run_main
 from jetvit_mm.cli import count as count_arg
-from jetvit_mm.mm.engine.launch import LAUNCHERS, build_runner, process_group_teardown, read_config, run_main
-from jetvit_mm.mm.search.scoring import declared_letters
+from jetvit_mm.mm.engine.launch import (
+    LAUNCHERS,
+    ConfigOptions,
+    build_runner,
+    check_common_args,
+    process_group_teardown,
+    read_config,
+)
+from jetvit_mm.mm.search.scoring import declared_depth, declared_letters
 from jetvit_mm.processes import die_with_parent, work_dir_lock
 from jetvit_mm.search.latency import read_latency_table
 
@@ -89,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--work-dir', default=None)
     parser.add_argument('--export', action='store_true', help='export the best arch of this stage')
     parser.add_argument('--distill-config', help='with --export: the distillation config the fine-tune config inherits')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    parser.add_argument('--cfg-options', nargs='+', action=ConfigOptions)
     parser.add_argument('--launcher', choices=LAUNCHERS, default='none',
                         help='job launcher: under torchrun (pytorch) every process scores each arch over its split '
                              'of the val set; rank 0 writes the state and the outputs')
@@ -100,24 +107,23 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
-    check_inputs(parser, args, ('config', 'checkpoint', 'head_checkpoint', 'distill_config', 'latency_table'))
-    check_outputs(parser, args, dirs=('work_dir', ))
+    check_common_args(parser, args, files=('checkpoint', 'head_checkpoint', 'distill_config', 'latency_table'))
     if args.stage == 1 and (args.max_full is not None or args.tolerance is not None or args.step1_arch):
         parser.error('--max-full, --tolerance and --step1-arch are Step 2 options: pass --stage 2, or drop them')
     if args.stage == 2 and args.min_gain is not None:
         parser.error('--min-gain is a Step 1 option: pass --stage 1, or drop it')
     if args.distill_config and not args.export:
         parser.error('--distill-config is used by --export only: pass --export, or drop it')
-    if args.step1_arch is not None:  # the letters the config's backbone declares (a plugin's too)
-        declared = declared_letters(read_config(args.config, args.cfg_options))
-        check_arch_letters(parser, '--step1-arch', args.step1_arch, declared)
+    if args.step1_arch is not None:  # the letters the config's backbone declares (a plugin's too), one per layer
+        cfg = read_config(args.config, args.cfg_options, 'search')
+        check_arch_letters(parser, '--step1-arch', args.step1_arch, declared_letters(cfg), declared_depth(cfg))
     return args
 
 
 def search_config(args: argparse.Namespace) -> Config:
     """CONFIG with the search as its validation loop (:class:`~jetvit_mm.mm.search.loop.JetViTSearchLoop`, every
     flag an option of it) and a backbone that loads no weights (the loop swaps in the supernet and the teacher)."""
-    cfg = read_config(args.config, args.cfg_options)
+    cfg = read_config(args.config, args.cfg_options, 'search')
     work_dir = str(args.work_dir or Path('work_dirs') / f'search_{Path(args.config).stem}')
     cfg.work_dir, cfg.launcher = work_dir, args.launcher
     cfg.val_cfg = dict(

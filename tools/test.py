@@ -5,12 +5,12 @@
 import argparse
 import os.path as osp
 
+from jetvit_mm.cli import run_main
 from jetvit_mm.mm.engine.launch import (
     add_common_args,
     check_common_args,
     load_config,
     process_group_teardown,
-    run_main,
     test_checkpoint,
     write_metrics,
 )
@@ -30,7 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     with process_group_teardown():
-        metrics = test_checkpoint(load_config(args), args.checkpoint, osp.basename(args.config))
+        metrics = test_checkpoint(load_config(args, 'test'), args.checkpoint, osp.basename(args.config))
         if args.out:
             write_metrics(metrics, args.out)
     return metrics

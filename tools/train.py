@@ -5,6 +5,9 @@
 """
 import argparse
 
+import torch
+
+from jetvit_mm.cli import run_main
 from jetvit_mm.mm.engine.launch import (
     add_common_args,
     build_runner,
@@ -13,7 +16,6 @@ from jetvit_mm.mm.engine.launch import (
     enable_amp,
     load_config,
     process_group_teardown,
-    run_main,
     set_resume,
 )
 
@@ -28,13 +30,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     check_common_args(parser, args)
     check_resume_args(parser, args)
+    if args.amp and not torch.cuda.is_available():
+        parser.error('--amp needs a CUDA device: mmengine\'s AmpOptimWrapper runs on GPU/NPU/MLU only; drop --amp to '
+                     'train in fp32 on the CPU')
     return args
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     with process_group_teardown():
-        cfg = load_config(args)
+        cfg = load_config(args, 'train')
         if args.amp:
             enable_amp(cfg)
         runner = build_runner(cfg, set_resume(cfg, args.resume))  # a checkpoint read for its seed is read once

@@ -162,7 +162,7 @@ def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
     return module.eval()
 
 
-def rope_table(grid: Tuple[int, int], head_dim: int, layout: str) -> Optional[torch.Tensor]:
+def case_rope(grid: Tuple[int, int], head_dim: int, layout: str) -> Optional[torch.Tensor]:
     if layout == 'none':
         return None
     from timm.layers import RotaryEmbeddingDinoV3
@@ -235,7 +235,7 @@ def _caller(case: Case, reference: nn.Module, device: torch.device):
     """``call(module, input)``: the case's output of ``module``."""
     if case.mixer == 'model':
         return lambda m, t: m.forward_intermediates(t, [1, 3, 5], output_fmt='NLC')[-1]
-    rope = rope_table(case.grid, reference.head_dim, case.rope)
+    rope = case_rope(case.grid, reference.head_dim, case.rope)
     rope = None if rope is None else rope.to(device)
     return lambda m, t: m(t, case.grid, rope)
 

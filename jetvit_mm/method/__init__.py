@@ -1,4 +1,3 @@
-"""The JetViT method as resumable stages: ``stages`` (the one list of the method's stages, built from a task's
-options; ``tools/pipeline.py`` runs it), ``workflow`` (the engine: ``Workflow``, ``Stage``; ``stage_guard`` the process
-a stage runs under) and ``demo`` (a task configuration of the same stages with its own after them; ``tools/demo.py``).
-Imported on its own: nothing here is loaded by ``import jetvit_mm``."""
+raise ImportError('jetvit_mm.method was split on 2026-12-07: the stages and the workflow engine are in '
+                  'jetvit_mm.pipeline (stages, stage, engine, guard), the demo in jetvit_mm.demo (run, latency, '
+                  'report); import from there')

@@ -1,4 +1,6 @@
 """JetViT: a DINOv3 / DINOv2 teacher whose per-layer attention is chosen by an arch string."""
+import difflib
+import inspect
 import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -10,7 +12,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 from .arch import ArchSpec, check_spec
 from .caching import plain_tensors
 from .checkpoint import apply_checkpoint, read
-from .mixers import MixerTable, validate_arch
+from .mixers import DEFAULT_MIXERS, MixerTable, validate_arch
 from .pos_embed import POS_EMBED_INTERP, resize_pos_embed
 from .rope_grid import rope_embed_for_grid, rope_embed_on_device
 from .teachers import create_teacher, layer_scale, teacher_qkv
@@ -19,6 +21,29 @@ from .tracing import check_not_legacy_onnx_export, exporting
 INHERIT = ('all', 'mlp')
 ROPE_PERIODS = ('checkpoint', 'computed')
 TEACHER_ATTN_PARAMS = ('qkv.weight', 'qkv.bias', 'proj.weight', 'proj.bias')
+# the arguments that set mixer options before the mixer table (``mixers=``) was the one way: argument -> (letter,
+# option); linear_cfg held L options by their own names
+REMOVED_ARGUMENTS = {'window_size': ('W', 'window_size'), 'window_kernel': ('W', 'kernel'), 'linear_cfg': ('L', None)}
+
+
+def refuse_unknown_arguments(model: nn.Module, unknown: Dict[str, Any], mixers: Optional[Dict[str, Any]]) -> None:
+    """TypeError for keyword arguments ``model``'s class does not take: one that set a mixer option before
+    (:data:`REMOVED_ARGUMENTS`) named with the ``mixers=`` table that sets it now, any other with a close valid name."""
+    table, keys, owner = {k: dict(v) for k, v in (mixers or DEFAULT_MIXERS).items()}, [], type(model).__name__
+    for name, value in unknown.items():
+        if name not in REMOVED_ARGUMENTS:
+            valid = sorted({p for c in type(model).__mro__ if '__init__' in vars(c) for p in inspect.signature(
+                c.__init__).parameters} - {'self', 'args', 'kwargs', 'unknown'})
+            close = difflib.get_close_matches(name, valid, n=1)
+            raise TypeError(f'{owner}: unknown argument {name}={value!r}; ' + (
+                f'did you mean {close[0]}?' if close else f'remove or correct it (valid: {", ".join(valid)})'))
+        letter, option = REMOVED_ARGUMENTS[name]
+        values = dict(value) if option is None and isinstance(value, dict) else {option or name: value}
+        table[letter] = {**table.get(letter, DEFAULT_MIXERS[letter]), **values}
+        keys += [f'mixers.{letter}.{k}' for k in values]
+    if unknown:
+        raise TypeError(f'{owner}: {", ".join(f"{k}={v!r}" for k, v in unknown.items())}: no longer an argument; set '
+                        f'{", ".join(keys)} in the mixer table: mixers={table!r}')
 
 
 class JetBlock(nn.Module):
@@ -106,8 +131,10 @@ class JetViT(nn.Module):
             rope_periods: str = 'checkpoint',
             mixers: Optional[Dict[str, Dict[str, Any]]] = None,
             grad_checkpointing: bool = False,
+            **unknown: Any,
     ) -> None:
         super().__init__()
+        refuse_unknown_arguments(self, unknown, mixers)
         if inherit not in INHERIT:
             raise ValueError(f'unknown inherit {inherit!r}; valid: {", ".join(INHERIT)}')
         if rope_periods not in ROPE_PERIODS:

@@ -1,7 +1,2 @@
-"""The demo's generated context task (numpy + PIL only, cheap to import); the tests' dataset generators are in
-``tests/fixtures/datasets.py``."""
-
-from .context_seg import TASKS as CONTEXT_SEG_TASKS
-from .context_seg import context_seg_sample, make_context_seg
-
-__all__ = ['CONTEXT_SEG_TASKS', 'context_seg_sample', 'make_context_seg']
+raise ImportError('jetvit_mm.testing moved on 2026-12-07: the demo\'s generated task is jetvit_mm.demo.context_seg '
+                  '(make_context_seg, context_seg_sample, TASKS); import from there')

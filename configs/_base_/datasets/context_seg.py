@@ -1,4 +1,4 @@
-# The demo's generated context task (jetvit_mm.testing.context_seg, partner task, written in the Cityscapes layout and
+# The demo's generated context task (jetvit_mm.demo.context_seg, partner task, written in the Cityscapes layout and
 # read by mmseg's CityscapesDataset): 64x128 images = a 4 x 8 patch grid, an object's class depends on the colour of
 # its partner patch 4 columns away; 19 Cityscapes classes, the task uses train ids 0..7. No rescaling or cropping: a
 # crop could cut the partner away, and the objects sit on whole patches.

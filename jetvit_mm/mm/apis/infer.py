@@ -16,7 +16,7 @@ import glob
 import os.path as osp
 from collections import Counter
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Union
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import cv2
 import numpy as np
@@ -142,38 +142,30 @@ def read_weights(checkpoint):
     checkpoint = read(checkpoint)
     keys = checkpoint.state.keys()
     if any(k.startswith('pretrained.') for k in keys) and any(k.startswith('depth_head.') for k in keys):
-        converted = mmseg_checkpoint(checkpoint)
-        return Checkpoint(checkpoint.path, converted, converted['meta'])
+        return Checkpoint(checkpoint.path, mmseg_checkpoint(checkpoint), checkpoint.meta)
     return checkpoint
 
 
-def resolve_config(config: Optional[Union[str, Path]], checkpoint):
-    """``config`` (a file), or with none the config ``checkpoint`` (a path, or read already) carries (read
-    literal-only, never run)."""
-    if config is not None:
-        return str(config)
-    if checkpoint is None:
-        raise ValueError('without a config, a checkpoint that carries one is needed: tools/infer.py CHECKPOINT '
-                         'IMAGES... or tools/infer.py CONFIG CHECKPOINT IMAGES...')
-    from ..checkpoint import config_of_checkpoint
-
-    return config_of_checkpoint(checkpoint)
-
-
 def load_model(config, checkpoint=None, device: str = 'cpu'):
-    """mmseg's ``init_model`` (``config``: a file or a :class:`~mmengine.config.Config`) with ``checkpoint``'s
-    weights (a path, or read already: :func:`read_weights`) applied strictly
-    (:func:`~jetvit_mm.models.checkpoint.apply_checkpoint`: missing or mis-shaped keys and another arch are an error
-    naming them, not mmengine's warning; keys beyond the model, a distiller's ``teacher.*``, left out), and a test
-    pipeline without the annotation loaders."""
+    """mmseg's ``init_model`` (``config``: a file or a :class:`~mmengine.config.Config`; None: the one ``checkpoint``
+    carries, read literal-only, never run) with ``checkpoint``'s weights (a path, or read already:
+    :func:`read_weights`) applied strictly (:func:`~jetvit_mm.models.checkpoint.apply_checkpoint`: missing or
+    mis-shaped keys and another arch are an error naming them, not mmengine's warning; keys beyond the model, a
+    distiller's ``teacher.*``, left out), and a test pipeline without the annotation loaders."""
     from mmseg.apis import init_model
 
     from jetvit_mm.models.checkpoint import apply_checkpoint
 
+    from ..checkpoint import config_of_checkpoint
+
+    weights = None if checkpoint is None else read_weights(checkpoint)
+    if config is None and weights is None:
+        raise ValueError('without a config, a checkpoint that carries one is needed: tools/infer.py CHECKPOINT '
+                         'IMAGES... or tools/infer.py CONFIG CHECKPOINT IMAGES...')
+    config = config_of_checkpoint(weights) if config is None else config
     model = init_model(config if isinstance(config, (str, Path)) else copy.deepcopy(config), None, device=device)
-    name = config if isinstance(config, (str, Path)) else config.filename
-    if checkpoint is not None:
-        weights = read_weights(checkpoint)
+    if weights is not None:
+        name = config if isinstance(config, (str, Path)) else config.filename
         apply_checkpoint(model, weights, allow_unexpected=True, target=f'the model of {name}')
         if weights.meta.get('dataset_meta'):
             model.dataset_meta = weights.meta['dataset_meta']
@@ -270,8 +262,7 @@ def run_inference(config: Optional[str], checkpoint: Optional[str], inputs: Sequ
     paths = collect_images(inputs)
     out_dir = Path(out_dir)
     stems = output_stems(paths, out_dir)
-    checkpoint = None if checkpoint is None else read_weights(checkpoint)  # the one read of the file
-    model = load_model(resolve_config(config, checkpoint), checkpoint, device)
+    model = load_model(config, checkpoint, device)
     suffixes = task_outputs(model)
     check_outputs_free([f for stem in stems for f in outputs_of(stem, suffixes)], paths, overwrite)
     palette = palette_of(model)

@@ -27,7 +27,6 @@ from jetvit_mm.models.checkpoint import Checkpoint, read
 from jetvit_mm.visual import colour_map, fit_pca, labelled_row, mean_cosine, pca_colours
 
 from ..checkpoint import without_backbone_checkpoint
-from ..engine.launch import read_config
 from .infer import (
     check_outputs_free,
     collect_images,
@@ -38,7 +37,6 @@ from .infer import (
     palette_of,
     read_image,
     read_weights,
-    resolve_config,
     task_outputs,
     write_image,
     write_prediction,
@@ -163,15 +161,12 @@ def run_compare(config: Optional[str], checkpoint: Optional[str], inputs: Sequen
     paths = collect_images(inputs)
     out_dir = Path(out_dir)
     stems = output_stems(paths, out_dir)
-    checkpoint = None if checkpoint is None else read_weights(checkpoint)  # the one read of the file
-    cfg = resolve_config(config, checkpoint)
-    hybrid = load_model(cfg, checkpoint, device)
+    hybrid = load_model(config, checkpoint, device)
     check_outputs_free(planned_outputs(stems, task_outputs(hybrid), out_dir, teacher_checkpoint is not None, pca),
                        paths, overwrite)
     models = {'hybrid': hybrid}
     if teacher_checkpoint is not None:
-        teacher_cfg = read_config(cfg) if isinstance(cfg, str) else cfg
-        models = {'teacher': load_teacher(teacher_cfg, teacher_checkpoint, device), 'hybrid': hybrid}
+        models = {'teacher': load_teacher(hybrid.cfg, teacher_checkpoint, device), 'hybrid': hybrid}
     palette = palette_of(hybrid)
     out_dir.mkdir(parents=True, exist_ok=True)
     written, records = [], []

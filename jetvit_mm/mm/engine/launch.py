@@ -2,14 +2,13 @@
 evaluation of a checkpoint. Everything the runner does (hooks, data checks, CPU distributed training, safe checkpoint
 loading) is declared in the config (``configs/_base_``), so mmseg's and mmdet's own tools do the same."""
 import argparse
-import atexit
 import contextlib
 import difflib
+import functools
 import gc
-import os
+import math
 import os.path as osp
-import sys
-from typing import Callable, Iterator, Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 import torch
 from mmengine.config import Config, DictAction
@@ -22,16 +21,36 @@ from mmengine.utils import import_modules_from_strings
 from jetvit_mm.cli import check_inputs, check_outputs, integer
 from jetvit_mm.jsonio import write_json_atomic
 from jetvit_mm.models.checkpoint import Checkpoint, apply_checkpoint, read
-from jetvit_mm.process_state import set_switch, switch
+from jetvit_mm.process_state import set_switch
 
-from .runner import JetViTRunner
+from .runner import JetViTRunner, launch_problem
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
+EXAMPLE_CONFIG = 'configs/probe/dinov3_base_linear_cityscapes.py'  # a downstream config every tool takes
+
+
+class ConfigOptions(DictAction):
+    """mmengine's ``--cfg-options`` action, whose items it cannot read (no ``=``, an empty key or key part, unbalanced
+    brackets) are refused as argparse's usage error naming the item."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        for item in values or ():
+            key, equals, value = item.partition('=')
+            problem = ('it has no =' if not equals else 'its key is empty' if not key.strip() else
+                       None if all(map(str.strip, key.split('.'))) else f'its key {key!r} has an empty part')
+            try:
+                problem or self._parse_iterable(value)
+            except AssertionError:  # mmengine's check of brackets
+                problem = f'its value {value!r} has unbalanced brackets'
+            if problem:
+                raise argparse.ArgumentError(self, f'{item!r}: {problem}; write KEY=VALUE items, e.g. '
+                                                   f'train_cfg.max_iters=10 model.backbone.arch=LWLF (a list: k=[a,b])')
+        super().__call__(parser, namespace, values, option_string)
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--work-dir', help='directory for logs and checkpoints (default work_dirs/<config name>)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+    parser.add_argument('--cfg-options', nargs='+', action=ConfigOptions,
                         help='override config keys, e.g. model.backbone.arch=LLWF train_cfg.max_iters=10 (a top-level '
                         'key the config lacks is refused, naming a close one, unless mmengine\'s runner reads it)')
     parser.add_argument('--launcher', choices=LAUNCHERS, default='none', help='job launcher')
@@ -42,9 +61,13 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
 def check_common_args(parser: argparse.ArgumentParser, args: argparse.Namespace, files: Tuple[str, ...] = (),
                       outputs: Tuple[str, ...] = ()) -> None:
     """Before any work: the config (and the ``files`` arguments) exist, the work dir (and the ``outputs``
-    arguments) can be written; otherwise argparse's usage error names the argument."""
+    arguments) can be written, the ``--launcher`` started this process; otherwise argparse's usage error names the
+    argument."""
     check_inputs(parser, args, ('config', *files))
     check_outputs(parser, args, files=outputs, dirs=('work_dir', ))
+    problem = launch_problem(args.launcher)
+    if problem:
+        parser.error(problem)
 
 
 # Top-level keys mmengine's Runner (``from_cfg``, ``wrap_model``, ``train``), its FlexibleRunner, mmseg's / mmdet's
@@ -75,23 +98,64 @@ def check_option_keys(cfg: Config, cfg_options: dict, path: str) -> None:
                          f'{", ".join(k for k in valid if k in cfg)}')
 
 
-def read_config(path: str, cfg_options: Optional[dict] = None) -> Config:
+# What each tool reads from its config (a key set to None counts as missing): checked before any work
+CONFIG_NEEDS = dict(train=('model', 'train_dataloader', 'train_cfg', 'optim_wrapper'),
+                    test=('model', 'test_dataloader', 'test_cfg', 'test_evaluator'),
+                    search=('model.backbone', 'val_dataloader', 'val_evaluator'), export_hybrid=('model.backbone', ))
+
+
+def check_config_needs(cfg: Config, path: str, tool: str) -> None:
+    """``cfg`` sets what ``tools/<tool>.py`` reads (:data:`CONFIG_NEEDS`); otherwise ValueError naming the key, and a
+    distillation config given to a tool that takes a downstream one as such."""
+    key = next((key for key in CONFIG_NEEDS[tool] if functools.reduce(
+        lambda value, part: value.get(part) if hasattr(value, 'get') else None, key.split('.'), cfg) is None), None)
+    if key is None:
+        return
+    distill = tool != 'train' and 'student' in (cfg.get('model') or {})
+    fix = (f'it is a distillation config (model.student): tools/{tool}.py takes a downstream config whose model has a '
+           'backbone' if distill else f'add it, or pass a config written for tools/{tool}.py')
+    then = '; the distillation checkpoint is its CHECKPOINT argument' if distill and tool == 'search' else ''
+    raise ValueError(f'{path} has no {key} (tools/{tool}.py reads {", ".join(CONFIG_NEEDS[tool])}); {fix}, e.g. '
+                     f'{EXAMPLE_CONFIG}{then}')
+
+
+def check_schedule(cfg: Config, path: str) -> None:
+    """The training length and validation interval in ``train_cfg`` are integers >= 1 (0 failed in mmengine's
+    parameter scheduler, 'end should be larger than begin'; a float or NaN later)."""
+    train_cfg = cfg.get('train_cfg') or {}
+    for key in ('max_iters', 'max_epochs', 'val_interval'):
+        value = train_cfg.get(key, 1)  # a whole float (1e4) is taken, as mmengine takes it
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value < math.inf or value % 1:
+            raise ValueError(f'{path}: train_cfg.{key}={value!r}: expected an integer >= 1; set one, e.g. '
+                             f'--cfg-options train_cfg.{key}=1000')
+
+
+def read_config(path: str, cfg_options: Optional[dict] = None, tool: Optional[str] = None) -> Config:
     """The one way jetvit_mm and its tools read a config: ``path`` with ``--cfg-options`` applied (a top-level key
     it lacks is refused: :func:`check_option_keys`), its ``custom_imports`` (the plugin, a plugin's mixers) imported,
-    also those the options name."""
+    also those the options name. With ``tool``: what that tool reads is checked (:func:`check_config_needs`, for
+    training :func:`check_schedule`). A file mmengine cannot read as a config is refused, naming it."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'config file not found: {path}')
-    cfg = Config.fromfile(path)
+    try:
+        cfg = Config.fromfile(path)
+    except (SyntaxError, OSError) as error:  # a typo, a missing _base_, a checkpoint in the config's place
+        raise ValueError(f'{path} cannot be read as a config ({type(error).__name__}: {error}); fix it, or check '
+                         f'that CONFIG comes first (a .py config)') from None
     if cfg_options:
         check_option_keys(cfg, cfg_options, path)
         cfg.merge_from_dict(cfg_options)
         import_modules_from_strings(**cfg.get('custom_imports', dict(imports=[])))
+    if tool is not None:
+        check_config_needs(cfg, path, tool)
+    if tool == 'train':
+        check_schedule(cfg, path)
     return cfg
 
 
-def load_config(args: argparse.Namespace) -> Config:
-    """Read the config (:func:`read_config`), set ``work_dir`` and the launcher."""
-    cfg = read_config(args.config, args.cfg_options)
+def load_config(args: argparse.Namespace, tool: str) -> Config:
+    """Read the config as ``tools/<tool>.py`` takes it (:func:`read_config`), set ``work_dir`` and the launcher."""
+    cfg = read_config(args.config, args.cfg_options, tool)
     cfg.launcher = args.launcher
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
@@ -117,23 +181,6 @@ def process_group_teardown() -> Iterator[None]:
             gc.collect()
             torch.distributed.destroy_process_group()
             set_switch('group_torn_down', True)
-
-
-def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit) -> None:
-    """Run a tool's ``main`` (``if __name__ == '__main__': run_main(main)``). After a distributed run whose group
-    :func:`process_group_teardown` destroyed, the process leaves once the exit handlers have run and the output is
-    flushed, without the interpreter's finalization: once DDP has wrapped a model, the gloo group's worker threads
-    outlive ``destroy_process_group`` (and the DDP object), and a worker that drops its last work's tensors while
-    the interpreter finalizes cannot take the GIL and aborts the rank ("terminate called without an active
-    exception", SIGABRT; seen in 4 of about 300 two-rank CPU runs under load, after every checkpoint was written).
-    Errors propagate as usual; a run without a group exits as usual."""
-    set_switch('group_torn_down', False)
-    main()
-    if switch('group_torn_down'):
-        atexit._run_exitfuncs()
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        leave(0)
 
 
 def build_runner(cfg: Config, checkpoint: Optional[Checkpoint] = None, fit_config: Optional[str] = None) -> Runner:
@@ -203,8 +250,6 @@ def set_resume(cfg: Config, resume: Optional[str]) -> Optional[Checkpoint]:
     path = latest_checkpoint(cfg.work_dir) if resume == 'auto' else resume
     if path is None:
         return None  # 'auto' with nothing saved starts afresh
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'--resume {path}: checkpoint not found')
     randomness = dict(cfg.get('randomness') or {})
     if randomness.get('seed') is not None:
         return None
@@ -215,10 +260,8 @@ def set_resume(cfg: Config, resume: Optional[str]) -> Optional[Checkpoint]:
 
 
 def enable_amp(cfg: Config) -> None:
-    """Mixed precision with mmengine's ``AmpOptimWrapper`` (fp16, dynamic loss scale)."""
-    if not torch.cuda.is_available():
-        raise RuntimeError('--amp needs a CUDA device: mmengine\'s AmpOptimWrapper runs on GPU/NPU/MLU only; '
-                           'drop --amp to train in fp32 on the CPU')
+    """Mixed precision with mmengine's ``AmpOptimWrapper`` (fp16, dynamic loss scale; a CUDA device: tools/train.py
+    refuses ``--amp`` without one)."""
     optim_wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
     if optim_wrapper not in ('OptimWrapper', 'AmpOptimWrapper'):
         raise ValueError(f'--amp needs optim_wrapper.type OptimWrapper or AmpOptimWrapper, got {optim_wrapper}')
@@ -229,8 +272,6 @@ def enable_amp(cfg: Config) -> None:
 def test_checkpoint(cfg: Config, checkpoint: str, config_name: str) -> dict:
     """Evaluate ``checkpoint`` (read once) with the runner and ``cfg``'s test evaluator, refused if it does not fit
     the model (:func:`build_runner`); returns the metrics."""
-    if not osp.isfile(checkpoint):
-        raise FileNotFoundError(f'checkpoint not found: {checkpoint}')
     cfg.load_from = checkpoint
     return build_runner(cfg, read(checkpoint), fit_config=config_name).test()
 

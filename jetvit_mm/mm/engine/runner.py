@@ -33,7 +33,31 @@ from jetvit_mm.models.checkpoint import Checkpoint, apply_checkpoint, read
 from ..checkpoint import allow_runner_checkpoint_types
 from ..datasets.data_checks import CheckedDataMixin
 
-__all__ = ['JetViTRunner', 'init_cpu_process_group']
+__all__ = ['JetViTRunner', 'init_cpu_process_group', 'launch_problem']
+
+# the variables each launcher sets for every process it starts (mmengine's init_dist and torch's env:// read them),
+# and how to start a tool with it; slurm needs SLURM_NODELIST on a GPU (mmengine finds the master there)
+LAUNCHES = dict(pytorch=(('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'),
+                         'torchrun (torchrun --nproc_per_node N TOOL ARGS --launcher pytorch)'),
+                slurm=(('SLURM_PROCID', 'SLURM_NTASKS'), 'srun in a SLURM job (srun python TOOL ARGS --launcher '
+                       'slurm; without a GPU, export MASTER_ADDR and MASTER_PORT in the job first)'))
+
+
+def launch_problem(launcher: str) -> Optional[str]:
+    """Why this process cannot join a ``--launcher`` job (a variable its launcher sets is missing or, for a number,
+    not an integer: the tool was not started by torchrun or srun), or None."""
+    if launcher not in LAUNCHES:
+        return None
+    needed, how = LAUNCHES[launcher]
+    if launcher == 'slurm':
+        needed += ('SLURM_NODELIST', ) if torch.cuda.is_available() else ('MASTER_ADDR', 'MASTER_PORT')
+    missing = [name for name in needed if not os.environ.get(name)]
+    bad = [f'{name}={os.environ[name]!r}' for name in needed if name not in missing
+           and not name.endswith(('ADDR', 'NODELIST')) and not os.environ[name].strip().isdigit()]
+    if not (missing or bad):
+        return None
+    what = f'{", ".join(missing)} not set in the environment' if missing else f'{", ".join(bad)}: not an integer'
+    return f'--launcher {launcher}: {what}; start the tool with {how}, or drop --launcher {launcher} (one process)'
 
 
 def init_cpu_process_group(launcher: str) -> None:
@@ -43,12 +67,13 @@ def init_cpu_process_group(launcher: str) -> None:
     """
     if torch.distributed.is_initialized():
         return
+    problem = launch_problem(launcher)
+    if problem:
+        raise ValueError(problem)
     if launcher == 'slurm':
         os.environ.setdefault('RANK', os.environ['SLURM_PROCID'])
         os.environ.setdefault('WORLD_SIZE', os.environ['SLURM_NTASKS'])
         os.environ.setdefault('LOCAL_RANK', os.environ.get('SLURM_LOCALID', '0'))
-        if 'MASTER_ADDR' not in os.environ or 'MASTER_PORT' not in os.environ:
-            raise RuntimeError('slurm on CPU: export MASTER_ADDR and MASTER_PORT before launching')
     torch.distributed.init_process_group(backend='gloo', init_method='env://')
 
 
@@ -124,21 +149,21 @@ class JetViTRunner(CheckedDataMixin, Runner):
         given, self.given_checkpoint = self.given_checkpoint, None  # taken: a later load reads the file
         local = Path(local_copy(str(filename)))
         allow_runner_checkpoint_types()
-        filename = given if given is not None and given.path.resolve() == local.resolve() else read(local)
-        raw = filename.raw
-        self.call_hook('after_load_checkpoint', checkpoint=raw)
+        checkpoint = given if given is not None and given.path.resolve() == local.resolve() else read(local)
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint.raw)
         model = self.model.module if is_model_wrapper(self.model) else self.model
-        state = raw.get('state_dict', raw)
+        state = checkpoint.raw.get('state_dict', checkpoint.raw)
         metadata = getattr(state, '_metadata', None)
         for pattern, replacement in revise_keys:
             state = OrderedDict((re.sub(pattern, replacement, k), v) for k, v in state.items())
         if metadata is not None:
             state._metadata = metadata
-        target = type(model).__name__ if self.fit_config is None else f'the model of {self.fit_config}'
+        source = str(checkpoint.path)
+        target = f'the model of {self.fit_config}' if self.fit_config else type(model).__name__
         report = apply_checkpoint(model, state, strict=strict or self.fit_config is not None,
-                                  allow_unexpected=not strict, source=str(filename.path), target=target)
-        if report.describe(str(filename.path), target):
-            self.logger.warning(report.describe(str(filename.path), target))
+                                  allow_unexpected=not strict, source=source, target=target)
+        if report.describe(source, target):
+            self.logger.warning(report.describe(source, target))
         self._has_loaded = True
-        self.logger.info(f'Load checkpoint from {filename.path}')
-        return raw
+        self.logger.info(f'Load checkpoint from {source}')
+        return checkpoint.raw

@@ -9,8 +9,8 @@ from mmengine.config import Config
 from mmengine.dist import all_gather_object, get_world_size
 from mmengine.registry import DefaultScope
 
+from jetvit_mm.fingerprints import files_by_content, files_by_size, value_digest
 from jetvit_mm.models.checkpoint import Checkpoint, read, tensor_digest
-from jetvit_mm.search.fingerprint import files_by_content, files_by_size, value_digest
 
 from ..datasets.data_checks import DataInputError, build_checked_dataset
 from .scoring import backbone_args, config_metric_direction, saved_distill_objective
@@ -118,8 +118,7 @@ def model_fingerprints(cfg: Config, metric: str) -> Dict[str, Optional[str]]:
 
 def search_identity(cfg: Config, metric: str, checkpoint: Union[str, Checkpoint],
                     head_checkpoint: Optional[Union[str, Checkpoint]]) -> Dict[str, Any]:
-    """The inputs a search's scores depend on, by content (see :data:`IDENTITY_NAMES`); the checkpoints as paths or
-    read already."""
+    """The inputs a search's scores depend on, by content (see :data:`IDENTITY_NAMES`)."""
     objective = saved_distill_objective(checkpoint) if metric == 'distill_loss' else None
     return dict(metric=metric, higher_is_better=config_metric_direction(metric, cfg),
                 distill_objective=None if objective is None else value_digest(objective),

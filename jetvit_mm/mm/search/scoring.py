@@ -2,6 +2,7 @@
 downstream model around them, the metric and its direction, the arch scorer over the framework's val dataloader and
 evaluator."""
 import copy
+import inspect
 import logging
 import re
 from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
@@ -16,10 +17,11 @@ from mmengine.registry import DefaultScope
 from torch import nn
 
 from jetvit_mm.distill.distiller import Distiller
-from jetvit_mm.models.arch import ArchSpec, mixer_table_of
+from jetvit_mm.models.arch import mixer_table_of
 from jetvit_mm.models.checkpoint import Checkpoint, apply_checkpoint, read
 from jetvit_mm.models.jetvit import JetViT
 from jetvit_mm.models.supernet import JetViTSupernet
+from jetvit_mm.models.variants import VARIANTS
 
 from ..checkpoint import saved_model_config
 from ..registry import METRICS, MODELS
@@ -115,17 +117,11 @@ def declared_letters(cfg: Config) -> str:
     return mixer_table_of(cfg.model.backbone).letters
 
 
-def distilled_with(trained: Optional[ArchSpec], built: ArchSpec, path: str) -> Optional[str]:
-    """The search builds its supernet from the evaluation config's backbone: the options to pass when its window or L
-    options differ from the distillation run's (``trained``: the spec the checkpoint saved; the load refuses it), or
-    None."""
-    differ = {} if trained is None else trained.option_differences(built)
-    if not differ:
-        return None
-    fix = ' '.join(f'model.backbone.{k}={a!r}' for k, (a, _) in differ.items())
-    return (f'{path} was distilled with ' + ', '.join(f'{k}={a!r}' for k, (a, _) in differ.items())
-            + ', but the config\'s backbone has ' + ', '.join(f'{k}={b!r}' for k, (_, b) in differ.items())
-            + f': pass --cfg-options {fix}')
+def declared_depth(cfg: Config) -> Optional[int]:
+    """The number of layers of the config's backbone, read without building it (None for a timm model name)."""
+    backbone = cfg.model.backbone
+    variant = VARIANTS.get(backbone.get('model_name', inspect.signature(JetViT).parameters['model_name'].default))
+    return backbone.get('depth') or (variant.depth if variant is not None else None)
 
 
 def load_supernet(checkpoint: Union[str, Checkpoint], cfg: Config) -> Tuple[JetViTSupernet, JetViT]:
@@ -151,13 +147,16 @@ def load_supernet(checkpoint: Union[str, Checkpoint], cfg: Config) -> Tuple[JetV
     student = read(checkpoint, 'student.')
     try:
         apply_checkpoint(supernet, student)
-    except ValueError:
-        reason = distilled_with(student.spec, supernet.spec, str(checkpoint.path))
-        if reason is None:
+    except ValueError:  # a window or L option of the config's backbone differs from the distillation's: name it
+        differ = {} if student.spec is None else student.spec.option_differences(supernet.spec)
+        if not differ:
             raise
-        raise ValueError(reason) from None
+        saved, built = (', '.join(f'{k}={values[i]!r}' for k, values in differ.items()) for i in (0, 1))
+        fix = ' '.join(f'model.backbone.{k}={a!r}' for k, (a, _) in differ.items())
+        raise ValueError(f'{checkpoint.path} was distilled with {saved}, but the config\'s backbone has {built}: '
+                         f'pass --cfg-options {fix}') from None
     teacher = JetViT(**args)
-    apply_checkpoint(teacher, checkpoint, prefix='teacher.')
+    apply_checkpoint(teacher, read(checkpoint, 'teacher.'))
     return supernet.eval().requires_grad_(False), teacher.eval().requires_grad_(False)
 
 

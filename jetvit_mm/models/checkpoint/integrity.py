@@ -3,6 +3,7 @@ every record of a zip checkpoint, the digest of every file of a sharded (DCP) ch
 none of these: a file with bytes zeroed inside a tensor record loads silently with a changed weight."""
 import hashlib
 import pickle
+import re
 import zipfile
 from pathlib import Path
 from typing import Any, BinaryIO, Dict, Iterator, Optional, Tuple, Union
@@ -10,7 +11,7 @@ from typing import Any, BinaryIO, Dict, Iterator, Optional, Tuple, Union
 import torch
 
 __all__ = ['DIGEST_META_KEY', 'DamagedCheckpointError', 'UnsafeCheckpointError', 'check_zip_records',
-           'file_digest', 'tensor_digest', 'verify_digest', 'verify_file_digests', 'with_digest']
+           'file_digest', 'tensor_digest', 'unpickling_refusal', 'verify_digest', 'verify_file_digests', 'with_digest']
 
 DIGEST_META_KEY = 'tensor_digest'  # in a checkpoint's 'meta': 'sha256:<hex>' of every tensor outside 'meta'
 ALGORITHM = 'sha256'
@@ -24,6 +25,24 @@ class UnsafeCheckpointError(pickle.UnpicklingError):
 class DamagedCheckpointError(ValueError):
     """A checkpoint whose bytes changed after it was written (a failed zip CRC, or tensors that no longer match the
     digest written with them)."""
+
+
+def unpickling_refusal(source: Union[str, Path], refused: Exception) -> Exception:
+    """What a user reads when torch's weights-only unpickler stops on ``source`` (never torch's own advice, which
+    suggests turning safe loading off): a Python object that is not checkpoint data (a global, a refused call) is
+    refused as such, saying what to do instead; anything else is a damaged file."""
+    found = re.search(r'GLOBAL ([\w.]+)|(refused [^\n]*?)(?:\n|$)', str(refused))
+    if found is None:
+        return DamagedCheckpointError(f'{source} is not a readable torch checkpoint: its pickle data is corrupt or '
+                                      'truncated (damaged, or not written by torch.save); copy or save it again')
+    reason = f'it names the Python global {found.group(1)}' if found.group(1) else found.group(2)
+    return UnsafeCheckpointError(
+        f'{source} was refused by jetvit_mm\'s checkpoint loader (torch.load with weights_only=True): {reason}. An '
+        'mmengine runner checkpoint (its message hub holds HistoryBuffer objects) loads once `import jetvit_mm.mm` has '
+        'allowed its data types (still weights-only); any other Python object that is not checkpoint data stays '
+        'refused: there is no setting that turns safe loading off. A file from another tool that you trust can be '
+        're-saved as a plain state dict (torch.save(model.state_dict(), ...)) or as .safetensors, and loaded from '
+        'there')
 
 
 def _tensors(obj: Any, path: str = '') -> Iterator[Tuple[str, torch.Tensor]]:

@@ -8,7 +8,6 @@ file's zip CRCs and tensor digest are checked (:mod:`.integrity`), the config te
 import dataclasses
 import functools
 import pickle
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
@@ -19,7 +18,7 @@ from ...jsonio import atomic_write
 from ..arch import ArchSpec, spec_from_state
 from .config_text import neutralise_config_text
 from .formats import strip_prefix, strip_wrapper_prefix, to_jetvit_names
-from .integrity import UnsafeCheckpointError, check_zip_records, verify_digest, with_digest
+from .integrity import check_zip_records, unpickling_refusal, verify_digest, with_digest
 
 StateDict = Dict[str, torch.Tensor]
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'teacher')
@@ -109,7 +108,8 @@ def torch_load(path: Union[str, Path], mmap: bool = False) -> Any:
         head = f.read(2)
         if head != b'PK' and head[:1] != b'\x80':  # torch writes a zip archive, or (legacy) a protocol-2+ pickle
             raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): it '
-                             f'starts with {head!r}, neither a zip archive nor a pickle')
+                             f'{f"starts with {head!r}" if head else "is empty"}, neither a zip archive nor a pickle; '
+                             'copy or save it again, or check the path')
         mmap = mmap and head == b'PK'
         if head == b'PK':
             f.seek(0)
@@ -118,25 +118,13 @@ def torch_load(path: Union[str, Path], mmap: bool = False) -> Any:
         try:  # torch maps a file by its name
             checkpoint = torch.load(path if mmap else f, map_location='cpu', weights_only=True, mmap=mmap)
         except pickle.UnpicklingError as refused:
-            raise UnsafeCheckpointError(_refusal(path, refused)) from None
+            raise unpickling_refusal(path, refused) from None
         except (RuntimeError, OSError, EOFError, KeyError, ValueError, IndexError, AttributeError) as error:
-            raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file): '
-                             f'{type(error).__name__}: {error}') from error
+            raise ValueError(f'{path} is not a readable torch checkpoint (truncated, corrupt or not a torch file: '
+                             f'{type(error).__name__}: {error}); copy or save it again') from error
     if not mmap:
         verify_digest(checkpoint, path)
     return checkpoint
-
-
-def _refusal(path: Union[str, Path], refused: Exception) -> str:
-    """What a user reads when a file is refused: which object, that this stays so, and what to do instead."""
-    found = re.search(r'GLOBAL ([\w.]+)', str(refused))
-    reason = f'it names the Python global {found.group(1)}' if found else f'{type(refused).__name__}: {refused}'
-    return (f'{path} was refused by jetvit_mm\'s checkpoint loader (torch.load with weights_only=True): {reason}. '
-            'An mmengine runner checkpoint (its message hub holds HistoryBuffer objects) loads once `import '
-            'jetvit_mm.mm` has allowed its data types (still weights-only); any other Python object that is not '
-            'checkpoint data stays refused: there is no setting that turns safe loading off. A file from another tool '
-            'that you trust can be re-saved as a plain state dict (torch.save(model.state_dict(), ...)) or as '
-            '.safetensors, and loaded from there')
 
 
 def _load_safetensors(path: Path) -> StateDict:
@@ -158,8 +146,8 @@ def _load_safetensors(path: Path) -> StateDict:
     if kind is not None:
         raise ValueError(f'{path} is named .safetensors but holds a torch checkpoint ({kind}), not safetensors; '
                          f'if it is one, rename it .pth to load it with torch.load(weights_only=True)')
-    raise ValueError(f'{path} is not a readable .safetensors file (truncated, corrupt or another format): '
-                     f'{failure}')
+    raise ValueError(f'{path} is not a readable .safetensors file (truncated, corrupt or another format: {failure}); '
+                     'copy or save it again')
 
 
 def unwrap_state(state: Any, path: Union[str, Path]) -> StateDict:

@@ -26,7 +26,7 @@ from torch.distributed.checkpoint.metadata import Metadata, StorageMeta, TensorS
 from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, ReadItem
 from torch.futures import Future
 
-from .integrity import DamagedCheckpointError, UnsafeCheckpointError, verify_file_digests
+from .integrity import DamagedCheckpointError, UnsafeCheckpointError, unpickling_refusal, verify_file_digests
 
 SHARDED_KEY = 'fsdp2_sharded'  # meta: the DCP directory, relative to the .pth
 LOADED_DIR_KEY = 'fsdp2_sharded_dir'  # meta, set on load: that directory's absolute path
@@ -86,8 +86,7 @@ class SafeLoadPlanner(DefaultLoadPlanner):
         try:
             loaded = torch.load(value, weights_only=True)
         except pickle.UnpicklingError as refused:
-            raise UnsafeCheckpointError(f'its entry {fqn!r} was refused by safe loading (torch.load with '
-                                        f'weights_only=True): {refused}') from None
+            raise unpickling_refusal(f'its entry {fqn!r}', refused) from None
         if self.flatten_state_dict:
             set_element(self.original_state_dict, self.mappings[fqn], loaded)
         else:

@@ -156,9 +156,6 @@ class DPTHead(nn.Module):
                             align_corners=True)
         return F.relu(s.output_conv2(out))
 
-    def extra_repr(self) -> str:
-        return f'in_channels={self.in_channels}, features={self.features}, out_channels={list(self.project_channels)}'
-
     def checkpoint_filter_fn(self, state: Dict[str, torch.Tensor], source: str = 'checkpoint'
                              ) -> Dict[str, torch.Tensor]:
         """The key map of :func:`~jetvit_mm.models.checkpoint.apply_checkpoint`: :func:`head_state_from_checkpoint`."""

@@ -1,4 +1,4 @@
-"""The process a workflow stage's command runs under (:func:`jetvit_mm.method.workflow.run_guarded`): it starts the
+"""The process a workflow stage's command runs under (:func:`jetvit_mm.pipeline.engine.run_guarded`): it starts the
 command and ends it, with every process the command started, when the workflow's process is gone (whatever ended
 it, ``kill -9`` included), when it is told to stop (SIGTERM, SIGINT, SIGHUP), and when the command exits (what it
 left running). It holds the workflow's lock (an inherited descriptor) until the last of them is dead, so no second
@@ -6,7 +6,7 @@ run starts beside a live stage.
 
 Every process the command starts is found through the parent links of ``/proc`` (Linux), this process being their
 subreaper: a worker whose parent died (torchrun's workers run in sessions of their own) is re-parented here, not to
-init, and is found too. Run by path with the standard library only: ``python -I stage_guard.py PARENT_PID -- CMD...``.
+init, and is found too. Run by path with the standard library only: ``python -I guard.py PARENT_PID -- CMD...``.
 """
 import ctypes
 import os
@@ -117,5 +117,5 @@ def guard(parent: int, command: Sequence[str]) -> None:
 
 if __name__ == '__main__':
     if len(sys.argv) < 4 or sys.argv[2] != '--':
-        raise SystemExit('usage: python -I stage_guard.py PARENT_PID -- COMMAND...')
+        raise SystemExit('usage: python -I guard.py PARENT_PID -- COMMAND...')
     guard(int(sys.argv[1]), sys.argv[3:])

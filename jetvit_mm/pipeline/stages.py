@@ -1,8 +1,8 @@
 """The JetViT method as one list of workflow stages (:data:`STEPS`), run by ``tools/pipeline.py`` and by the demo
-(:mod:`jetvit_mm.method.demo`, a task configuration of it): the teacher's reference figure, Step-1 distillation and
+(:mod:`jetvit_mm.demo.run`, a task configuration of it): the teacher's reference figure, Step-1 distillation and
 search, Step-2 distillation and search with export, fine-tune, final evaluation and report, for a segmentation,
 depth or detection config; each stage one of our tools in its own folder under the work dir
-(:mod:`jetvit_mm.method.workflow`)."""
+(:mod:`jetvit_mm.pipeline.engine`)."""
 import json
 import statistics
 import sys
@@ -12,7 +12,9 @@ from functools import cache
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .workflow import CONFIG_LOCK, Arg, FileText, Join, Stage, Workflow, python_tool
+from .engine import Workflow
+from .inputs import CONFIG_LOCK
+from .stage import Arg, FileText, Join, Stage, python_tool
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = ('seg', 'depth', 'det')
@@ -167,7 +169,7 @@ class StageBuilder:
     def teacher(self, name: str, config: Path) -> List[Stage]:
         """A teacher trained end to end by ``config`` (stage ``name``) and its backbone cut out into
         ``<name>_backbone/teacher_backbone.pth`` (stage ``<name>_backbone``)."""
-        from .demo_checkpoints import extract_backbone
+        from jetvit_mm.models.checkpoint.extract import extract_backbone
 
         trained, out = self.last(name), self.w / f'{name}_backbone' / 'teacher_backbone.pth'
         return [self.train(name, config, loader_roots(config, self.o.data_root), [], config, 'teacher', True),
@@ -267,7 +269,7 @@ def report_stage(b: StageBuilder) -> List[Stage]:
                   inputs=[w / 'test_teacher' / 'metrics.json', w / 'test_hybrid' / 'metrics.json',
                           w / 'step2_search' / 'search.json'],
                   action=lambda stage: write_method_report(w, metric), products=('report.md', 'report.json'),
-                  note=f'python -c "from jetvit_mm.method.stages import write_method_report; '
+                  note=f'python -c "from jetvit_mm.pipeline.stages import write_method_report; '
                        f'from pathlib import Path; write_method_report(Path(\'{w}\'), \'{metric}\')"')]
 
 

@@ -12,11 +12,10 @@ import torch
 
 from jetvit_mm.benchmark.allocator import apply_policy
 from jetvit_mm.benchmark.timing import time_interleaved
+from jetvit_mm.fingerprints import content_digest
 from jetvit_mm.models import JetViT
 from jetvit_mm.models.token_reduction import Clustering, ClusterSpec, cluster_rope, cluster_tokens, reconstruct
 from jetvit_mm.search.latency import latency_calls
-
-from .demo_checkpoints import digest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -89,7 +88,7 @@ def latency_table(cache: Path, threads: int, repeat: int, clusterings: Sequence[
     """Per-mixer block latency (ms) of DINOv3-B at 1024x2048, batch 1, on this machine, with the parts of
     ``clusterings`` and ``small_model`` (:func:`measure_interleaved`); cached in ``cache``."""
     # the code that is timed is part of the key: a table measured with older mixers is measured again
-    timed_code = digest(*sorted((REPO / 'jetvit_mm' / 'models').rglob('*.py')))
+    timed_code = content_digest(*sorted((REPO / 'jetvit_mm' / 'models').rglob('*.py')))
     # as tools/benchmark.py: freed tensors stay in the heap (no page faults from mapping the big ones again every
     # call); process-wide, harmless here: this is the demo's last step
     kept = apply_policy('keep', 'cpu')

@@ -1,5 +1,5 @@
 """The demo: the whole JetViT method on CPU on a generated task where global context matters, as a task
-configuration of the method's stages (:mod:`jetvit_mm.method.stages`: its context-seg data, the small configs of
+configuration of the method's stages (:mod:`jetvit_mm.pipeline.stages`: its context-seg data, the small configs of
 configs/demo, its iteration counts), with its own stages after the method's: the rows of its table (all-L, all-W,
 the Step-1 arch and the 1-F hybrid fine-tuned and probed), the alternatives it compares (token clustering, a smaller
 teacher), the ablation; then the latency table and its report. ``tools/demo.py`` is its command line (what it runs
@@ -14,12 +14,22 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from jetvit_mm.models.token_reduction import parse_cluster_spec
-from jetvit_mm.testing.context_seg import CONTEXT_SEG_SPLITS, TASKS, make_context_seg
+from jetvit_mm.pipeline.engine import Workflow
+from jetvit_mm.pipeline.inputs import CONFIG_LOCK
+from jetvit_mm.pipeline.stage import Arg, FileText, Join, Stage, python_tool
+from jetvit_mm.pipeline.stages import (
+    REPO,
+    MethodOptions,
+    StageBuilder,
+    TaskProfile,
+    loader_roots,
+    method_stages,
+    plan_text,
+)
 
-from .demo_latency import SMALL_MODEL, latency_table
-from .demo_report import write_report
-from .stages import REPO, MethodOptions, StageBuilder, TaskProfile, loader_roots, method_stages, plan_text
-from .workflow import CONFIG_LOCK, Arg, FileText, Join, Stage, Workflow, python_tool
+from .context_seg import CONTEXT_SEG_SPLITS, TASKS, make_context_seg
+from .latency import SMALL_MODEL, latency_table
+from .report import write_report
 
 CONFIGS = REPO / 'configs' / 'demo'
 TEACHER_CFG = CONFIGS / 'teacher_context_seg.py'

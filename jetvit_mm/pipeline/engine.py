@@ -1,4 +1,4 @@
-"""The one resumable workflow engine of the method's stages (:mod:`jetvit_mm.method.stages`, run by
+"""The one resumable workflow engine of the method's stages (:mod:`jetvit_mm.pipeline.stages`, run by
 ``tools/pipeline.py`` and the demo); what it fingerprints, keeps and deletes, and what a kill does: docs/pipeline.md.
 
 A stage is a named command (one of our tools run as a user runs it, or a Python step), its own output folder, and a
@@ -8,302 +8,50 @@ its folder's marker has the same fingerprint and the outputs the marker recorded
 unchanged; the marker is written atomically only after the stage succeeded, so a killed run starts again at the
 stage it was killed in (with ``resume_flag`` when the folder holds ``resume_file``). A folder holding files the
 workflow did not write is refused (``overwrite`` replaces it); previous complete outputs wait in
-``.<name>.previous`` until the new ones are complete. A stage's command runs under :mod:`jetvit_mm.method.stage_guard`.
+``.<name>.previous`` until the new ones are complete. A stage's command runs under :mod:`jetvit_mm.pipeline.guard`.
 
 Arguments that only exist once an earlier stage ran are :class:`FileText` (a file's stripped text, e.g. the arch a
 search picked) and :class:`Join` (pieces glued into one argument); ``--plan`` prints them as ``$(cat FILE)``.
 With ``jobs`` > 1 the stages whose inputs are done run side by side, the earlier in the list first.
 """
 import fcntl
-import hashlib
 import json
 import os
-import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
-import warnings
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from jetvit_mm.fingerprints import text_digest, tree_fingerprint
 from jetvit_mm.jsonio import write_json_atomic
-from jetvit_mm.models.checkpoint.integrity import file_digest as sha256_file_digest
 
-MARKER = '.stage.json'  # written when a stage succeeded
-STARTED = '.stage_started.json'  # written when it starts: a later run with the same fingerprint resumes it
-GUARD = Path(__file__).with_name('stage_guard.py')  # the process a stage's command runs under
+from .inputs import file_fingerprint, named_files
+from .products import (
+    MARKER,
+    STARTED,
+    folder_files,
+    foreign_files,
+    pointed,
+    previous_dir,
+    product_key,
+    product_problems,
+    read_marker,
+    record_products,
+)
+from .stage import Stage, resolve
 
-CONFIG_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True)
-class FileText:
-    """An argument read when its stage starts: the stripped text of ``path`` (written by an earlier stage)."""
-    path: Path
-
-    def value(self) -> str:
-        if not Path(self.path).is_file():
-            raise FileNotFoundError(f'{self.path}: not written (the stage that writes it has not run or failed)')
-        return Path(self.path).read_text().strip()
-
-    def shell(self) -> str:
-        return f'$(cat {shlex.quote(str(self.path))})'
-
-
-@dataclass(frozen=True)
-class Join:
-    """One argument made of pieces (text, paths, :class:`FileText`), e.g. ``finetune_$(cat best_arch.txt).py``."""
-    parts: Tuple[object, ...]
-
-    def __init__(self, *parts: object) -> None:
-        object.__setattr__(self, 'parts', parts)
-
-    def value(self) -> str:
-        return ''.join(resolve(p) for p in self.parts)
-
-    def shell(self) -> str:
-        text = ''.join(p.shell() if isinstance(p, (FileText, Join)) else str(p) for p in self.parts)
-        return text if all(c not in text for c in ' \'"') else f'"{text}"'
-
-
-Arg = Union[str, int, float, Path, FileText, Join]
-
-
-def resolve(arg: Arg) -> str:
-    """The argument as the command receives it."""
-    return arg.value() if isinstance(arg, (FileText, Join)) else str(arg)
-
-
-def shell_word(arg: Arg) -> str:
-    """The argument as a shell command line writes it (upstream outputs as ``$(cat FILE)``)."""
-    return arg.shell() if isinstance(arg, (FileText, Join)) else shlex.quote(str(arg))
-
-
-@dataclass
-class Stage:
-    """One step of a workflow. ``command``: the argv (``sys.executable tools/X.py ...``); or ``action``: a Python
-    step (called with the stage) whose inputs are ``command`` (values only, not run) and ``inputs``. ``deps``: the
-    stages whose outputs it reads. ``copy_in``: (file, name) copied into the folder before a fresh start when the
-    file exists (a cache, not fingerprinted). ``iterations``: for ``--plan``'s estimate. ``products``: glob patterns
-    (in the stage's folder) of the outputs a later stage or the user reads, recorded with their digest at completion
-    and checked before the stage is skipped; ``pointers``: products whose text names another file that is one too
-    (mmengine's ``last_checkpoint``). ``data``: folders the stage reads whose every file is an input (path, size,
-    mtime)."""
-    name: str
-    out_dir: Path
-    command: Sequence[Arg] = ()
-    deps: Sequence[str] = ()
-    inputs: Sequence[Path] = ()
-    resume_flag: Optional[str] = None
-    resume_file: Optional[str] = None
-    copy_in: Sequence[Tuple[Path, str]] = ()
-    action: Optional[Callable[['Stage'], None]] = None
-    iterations: Optional[int] = None
-    timing_key: str = ''  # stages with the same key (the config whose iterations they run) share a step time
-    note: str = ''
-    env: Dict[str, str] = field(default_factory=dict)
-    products: Sequence[str] = ()
-    pointers: Sequence[str] = ()
-    data: Sequence[Path] = ()
-
-    def argv(self, resume: bool = False) -> List[str]:
-        args = [resolve(a) for a in self.command]
-        return args + [self.resume_flag] if resume and self.resume_flag else args
-
-    def shell(self) -> str:
-        lines = [f'mkdir -p {shlex.quote(str(self.out_dir))}']
-        for src, name in self.copy_in:
-            lines.append(f'cp {shlex.quote(str(src))} {shlex.quote(str(Path(self.out_dir) / name))}')
-        if self.action is not None:
-            lines.append(self.note or f'# python step: {self.name}')
-        else:
-            env = ' '.join(f'{k}={shlex.quote(v)}' for k, v in self.env.items())
-            lines.append((env + ' ' if env else '') + ' '.join(shell_word(a) for a in self.command))
-        return '\n'.join(lines)
-
-
-def _config_text(path: Path) -> str:
-    """A config with its ``_base_`` files merged (mmengine's reader), or its text when it has no bases or does not
-    parse (a script: never executed here)."""
-    text = path.read_text(errors='replace')
-    if not re.search(r'^_base_\s*=', text, re.MULTILINE):  # a script that names _base_ is no config
-        return text
-    try:
-        with CONFIG_LOCK, warnings.catch_warnings():  # mmengine's reader is not thread-safe (the demo's threads)
-            warnings.simplefilter('ignore')
-            from jetvit_mm.mm.engine.launch import read_config
-
-            return json.dumps(read_config(str(path)).to_dict(), sort_keys=True, default=str)
-    except Exception:  # not an mmengine config (or one that fails to parse: the tool will say why)
-        return text
-
-
-def file_fingerprint(path: Path) -> Optional[List]:
-    """What identifies an input file: a config's merged text digest, size and mtime of anything else; None when
-    ``path`` is no file."""
-    try:
-        if not path.is_file():
-            return None
-    except OSError:  # a name too long to be a path
-        return None
-    if path.suffix == '.py':
-        return ['text', hashlib.sha256(_config_text(path).encode()).hexdigest()[:16]]
-    st = path.stat()
-    return ['stat', st.st_size, st.st_mtime_ns]
-
-
-def _named_files(values: Iterable[str], own_dir: Path) -> Dict[str, List]:
-    """The files an argument list names, alone or as the value of ``key=value``, but for the stage's own outputs
-    (under ``own_dir``)."""
-    found, own = {}, Path(own_dir).resolve()
-    for value in values:
-        for candidate in (value, value.split('=', 1)[-1]):
-            fp = file_fingerprint(Path(candidate)) if candidate and len(candidate) < 4096 else None
-            if fp is not None and own not in Path(candidate).resolve().parents:
-                found[candidate] = fp
-    return found
-
-
-def _own(name: str) -> bool:
-    """The workflow's own bookkeeping files in a stage folder (markers and their temporary files)."""
-    return any(name == m or name.startswith(m + '.tmp') for m in (MARKER, STARTED))
-
-
-def folder_files(folder: Path) -> List[str]:
-    """Every file under ``folder`` (relative, sorted), but the workflow's own markers; symlinks as files."""
-    found = []
-    for root, dirs, files in os.walk(folder):
-        rel = Path(root).relative_to(folder)
-        for name in files + [d for d in dirs if (Path(root) / d).is_symlink()]:
-            if not (rel == Path('.') and _own(name)):
-                found.append((rel / name).as_posix())
-    return sorted(found)
-
-
-def sha256_of(path: Path) -> str:
-    return sha256_file_digest(path).split(':', 1)[1]
-
-
-def file_digest(path: Path) -> List:
-    """``[size, mtime_ns, sha256]`` of a product, as its marker records it."""
-    st = Path(path).stat()
-    return [st.st_size, st.st_mtime_ns, sha256_of(path)]
-
-
-def tree_fingerprint(root: Path, skip: Sequence[Path] = ()) -> str:
-    """What identifies a data folder: every file under it (symlinks followed; not under ``skip``, e.g. a work dir
-    inside it), by relative path, size and mtime (``os.stat``), hashed; cheap (no file is read). Not seen: a file
-    rewritten with the same size whose mtime is set back."""
-    h, count, seen = hashlib.sha256(), 0, set()
-    skipped = {Path(p).resolve() for p in skip}
-    for top, dirs, files in os.walk(root, followlinks=True):
-        st = os.stat(top)
-        if (st.st_dev, st.st_ino) in seen or Path(top).resolve() in skipped:  # a symlink loop, a skipped folder
-            dirs[:] = []
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(top) / name
-            try:
-                st = path.stat()
-            except OSError:  # a dangling link
-                continue
-            h.update(f'{path.relative_to(root).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n'.encode())
-            count += 1
-    return f'{count} files, sha256:{h.hexdigest()[:20]}'
-
-
-def _pointed(pointer: Path) -> Optional[Path]:
-    """The file a pointer file's text names (absolute, or relative to the pointer's folder); None if unreadable."""
-    try:
-        text = pointer.read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return (pointer.parent / text) if text else None
-
-
-def _product_key(path: Path, folder: Path) -> str:
-    path, folder = Path(path).resolve(), Path(folder).resolve()
-    return path.relative_to(folder).as_posix() if folder in path.parents else str(path)
-
-
-def record_products(stage: Stage) -> Dict[str, List]:
-    """The digest of each product of a finished stage (the files ``products`` match, and those ``pointers`` name)."""
-    out, found = Path(stage.out_dir), {}
-    for pattern in stage.products:
-        for path in sorted(out.glob(pattern)):
-            if path.is_file():
-                found[_product_key(path, out)] = file_digest(path)
-    for name in stage.pointers:
-        target = _pointed(out / name)
-        if target is not None and target.is_file():
-            found[_product_key(target, out)] = file_digest(target)
-    return found
-
-
-def product_problems(folder: Path, marker: dict) -> Dict[str, str]:
-    """What differs from the products a marker recorded, by product: missing, another size, other content (hashed
-    only when the mtime changed). A marker written before products were recorded cannot be checked."""
-    if 'products' not in marker:
-        return {MARKER: 'records no outputs (written by an older version)'}
-    problems = {}
-    for name, (size, mtime_ns, digest) in marker['products'].items():
-        path = Path(folder) / name
-        try:
-            st = path.stat()
-        except OSError:
-            problems[name] = 'is missing'
-            continue
-        if st.st_size != size:
-            problems[name] = f'changed ({st.st_size} bytes, {size} when the stage finished)'
-        elif st.st_mtime_ns != mtime_ns and sha256_of(path) != digest:
-            problems[name] = 'changed (another content than when the stage finished)'
-    return problems
-
-
-def _read(path: Path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def foreign_files(folder: Path) -> List[str]:
-    """The files of a stage folder the workflow did not write: all of them with no marker; those outside the
-    manifest of outputs a marker recorded (a marker of an older version: those newer than it). A folder of a run
-    that did not finish (a start marker, no marker) is the stage's own."""
-    folder = Path(folder)
-    if not folder.exists() and not folder.is_symlink():
-        return []
-    if not folder.is_dir():
-        return [folder.name]
-    files = folder_files(folder)
-    marker = _read(folder / MARKER)
-    if 'outputs' in marker:
-        known = set(marker['outputs'])
-        return [f for f in files if f not in known]
-    if marker:
-        return [f for f in files if (folder / f).lstat().st_mtime > float(marker.get('finished', 0))]
-    return [] if (folder / STARTED).is_file() else files
-
-
-def previous_dir(stage: Stage) -> Path:
-    """Where a stage's previous complete outputs wait while it runs again."""
-    return Path(stage.out_dir).with_name(f'.{Path(stage.out_dir).name}.previous')
+GUARD = Path(__file__).with_name('guard.py')  # the process a stage's command runs under
 
 
 def run_guarded(argv: Sequence[str], cwd: Optional[Path], env: Dict[str, str], log, keep_fd: Optional[int] = None,
                 guards: Optional[set] = None) -> int:
-    """``argv`` under a guard process (:mod:`jetvit_mm.method.stage_guard`), its output to the open file ``log``; its
+    """``argv`` under a guard process (:mod:`jetvit_mm.pipeline.guard`), its output to the open file ``log``; its
     exit status. The guard, in a session of its own, ends the command and every process it started when this process
     ends (any signal, ``kill -9`` included), and holds ``keep_fd`` (the work dir's lock) until they are all gone;
     an exception here (Ctrl-C) stops it and waits for it. ``guards``: the running guards, this one among them."""
@@ -351,13 +99,13 @@ class Workflow:
         if missing:
             raise RuntimeError(f'stage {stage.name}: its inputs {missing} have not run in this workflow')
         values = [resolve(a) for a in stage.command]
-        files = _named_files(values, stage.out_dir)
+        files = named_files(values, stage.out_dir)
         files.update({str(p): file_fingerprint(Path(p)) for p in stage.inputs})
         key = dict(command=values, files=files, deps={d: self.fingerprints[d] for d in stage.deps},
                    env=stage.env)
         if stage.data:
             key['data'] = {str(p): self.data_fingerprint(p) for p in stage.data}
-        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+        return text_digest(json.dumps(key, sort_keys=True))[:20]
 
     @staticmethod
     def can_resume(stage: Stage, problems: Dict[str, str]) -> bool:
@@ -366,20 +114,20 @@ class Workflow:
         out = Path(stage.out_dir)
         if not stage.resume_file or not (out / stage.resume_file).is_file() or stage.resume_file in problems:
             return False
-        targets = [_pointed(out / name) for name in stage.pointers]
-        return all(t is not None and t.is_file() and _product_key(t, out) not in problems for t in targets)
+        targets = [pointed(out / name) for name in stage.pointers]
+        return all(t is not None and t.is_file() and product_key(t, out) not in problems for t in targets)
 
     def assess(self, stage: Stage, fingerprint: str) -> Tuple[str, str]:
         """(``done``, ``resume`` or ``run``; why, in a few words, when it is not ``done``)."""
         out = Path(stage.out_dir)
-        marker = _read(out / MARKER)
+        marker = read_marker(out / MARKER)
         if marker.get('fingerprint') == fingerprint:
             problems = product_problems(out, marker)
             if not problems:
                 return 'done', ''
             why = '; '.join(f'{k} {v}' for k, v in list(problems.items())[:3])
             return ('resume' if self.can_resume(stage, problems) else 'run'), f'its outputs are not as recorded: {why}'
-        if _read(out / STARTED).get('fingerprint') == fingerprint and self.can_resume(stage, {}):
+        if read_marker(out / STARTED).get('fingerprint') == fingerprint and self.can_resume(stage, {}):
             return 'resume', 'killed midway'
         if marker:
             return 'run', 'its inputs changed'
@@ -547,8 +295,3 @@ class Workflow:
                 changed.add(stage.name)
             states.append(state)
         return states
-
-
-def python_tool(repo: Path, script: str, *args: Arg) -> List[Arg]:
-    """The argv of ``python tools/<script> args`` with this interpreter."""
-    return [sys.executable, str(Path(repo) / 'tools' / script), *args]

@@ -7,7 +7,7 @@ from jetvit_mm.models.token_reduction import ClusterSpec
 from jetvit_mm.search.latency import predict_latency
 from jetvit_mm.search.report import pareto_front
 
-from .demo_latency import clustering_latency, small_teacher_latency
+from .latency import clustering_latency, small_teacher_latency
 
 ROWS = (('teacher', 'teacher (all F)'), ('all_L', 'all L'), ('all_W', 'all W'), ('step1', 'Step 1: L+W search'),
         ('1F', 'Step 2: + 1 F'), ('2F', 'Step 2: + 2 F'),
