@@ -26,7 +26,7 @@ PROBE = REPO / 'tests' / 'configs' / 'seg_linear_probe_tiny_cityscapes.py'
 # inherits its teacher's q/k/v/o; the kernel check gives the fast model the reference's weights), and an FSDP2 model's
 # shards (DTensors, which only torch's distributed helpers fill; the runner then applies the model's own state).
 IN_MEMORY = {
-    ('jetvit_mm/models/checkpoint/apply.py', 'model.load_state_dict(report.state, strict=False)'),  # the applier
+    ('jetvit_mm/models/checkpoint/io.py', 'model.load_state_dict(report.state, strict=False)'),  # the applier
     ('jetvit_mm/models/jetvit.py', 'mixer.proj.load_state_dict(attn.proj.state_dict())'),
     ('jetvit_mm/models/supernet.py', 'mixer.qkv.load_state_dict(teacher_attn.qkv.state_dict())'),
     ('jetvit_mm/models/supernet.py', 'mixer.proj.load_state_dict(teacher_attn.proj.state_dict())'),
@@ -82,7 +82,7 @@ def test_every_load_of_weights_is_the_one_applier():
         for name in APPLIERS.get(path, []):
             assert any(True for _ in calls_named(functions[name], 'apply_checkpoint')), f'{path}: {name}'
         checks = {f for f, node in functions.items() if any(True for _ in calls_named(node, 'check_spec'))}
-        expected = {'jetvit_mm/models/checkpoint/apply.py': {'_map_jetvits'},
+        expected = {'jetvit_mm/models/checkpoint/io.py': {'_map_jetvits'},
                     'jetvit_mm/models/jetvit.py': {'JetViT.set_extra_state'}}
         assert checks == expected.get(path, set()), path
 
@@ -106,7 +106,7 @@ def counted(monkeypatch):
         return set_extra_state(self, state)
 
     monkeypatch.setattr(ArchSpec, 'from_tensor', classmethod(decode))
-    monkeypatch.setattr('jetvit_mm.models.checkpoint.apply.check_spec', check)
+    monkeypatch.setattr('jetvit_mm.models.checkpoint.io.check_spec', check)
     monkeypatch.setattr(JetViT, 'set_extra_state', extra)
     return counts
 
