@@ -52,3 +52,11 @@ def test_a_moved_package_names_its_new_spelling(old, new):
     with pytest.raises(ImportError) as raised:
         importlib.import_module(old)
     assert all(name in str(raised.value) for name in new), raised.value
+
+
+def test_the_adapters_checkpoint_package_only_imports():
+    """``jetvit_mm/mm/checkpoint``: one module per concern, an ``__init__`` of imports (and its ``__all__``)."""
+    tree = ast.parse((PACKAGE / 'mm' / 'checkpoint' / '__init__.py').read_text())
+    body = tree.body[1:] if ast.get_docstring(tree) else tree.body
+    assert all(isinstance(node, (ast.Import, ast.ImportFrom)) or
+               (isinstance(node, ast.Assign) and [t.id for t in node.targets] == ['__all__']) for node in body)
