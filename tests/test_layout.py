@@ -60,3 +60,14 @@ def test_the_adapters_checkpoint_package_only_imports():
     body = tree.body[1:] if ast.get_docstring(tree) else tree.body
     assert all(isinstance(node, (ast.Import, ast.ImportFrom)) or
                (isinstance(node, ast.Assign) and [t.id for t in node.targets] == ['__all__']) for node in body)
+
+
+def test_the_removed_weight_loader_names_the_one_applier():
+    """``JetViT.load_jetvit_state_dict`` (before 2026-12-07) is refused with the spelling that replaced it."""
+    from jetvit_mm.models import JetViT
+    from jetvit_mm.models.mixers import default_mixers
+
+    model = JetViT('dinov3_vits16', arch='LWF', embed_dim=32, depth=3, num_heads=2,
+                   mixers=default_mixers(W=dict(window_size=2)))
+    with pytest.raises(AttributeError, match=r'apply_checkpoint\(model, state_dict\)'):
+        model.load_jetvit_state_dict(model.state_dict())

@@ -310,6 +310,11 @@ class JetViT(nn.Module):
         apply_checkpoint(self, checkpoint)
         return checkpoint.format
 
+    def load_jetvit_state_dict(self, *args, **kwargs) -> None:
+        """Removed on 2026-12-07: refused with the new spelling."""
+        raise AttributeError('JetViT.load_jetvit_state_dict was removed: apply weights with '
+                             'jetvit_mm.models.checkpoint.apply_checkpoint(model, state_dict) (or read(path))')
+
     def checkpoint_filter_fn(self, state: Dict[str, torch.Tensor], source: str = 'state dict',
                              saved: Optional[ArchSpec] = None) -> Dict[str, torch.Tensor]:
         """This model's key map (timm's ``checkpoint_filter_fn``): JetViT-named weights saved with the spec ``saved``
