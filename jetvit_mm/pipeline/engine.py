@@ -3,8 +3,7 @@
 
 A stage is a named command (one of our tools run as a user runs it, or a Python step), its own output folder, and a
 fingerprint of its inputs; it is skipped when its folder's marker has the same fingerprint and its recorded outputs
-are there unchanged. Arguments that only exist once an earlier stage ran are :class:`FileText` (a file's stripped
-text) and :class:`Join` (pieces glued into one argument); ``--plan`` prints them as ``$(cat FILE)``.
+are there unchanged.
 """
 import fcntl
 import json
