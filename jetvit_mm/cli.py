@@ -143,12 +143,10 @@ def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit
     traceback instead); any other error propagates as usual.
 
     After a distributed run whose group ``process_group_teardown`` (``jetvit_mm.mm.engine.launch``) destroyed, the
-    process leaves through ``leave(0)`` once its logs (``logging.shutdown``) and output are flushed, without the
-    interpreter's finalization (nor the libraries' exit handlers): once DDP has wrapped a model, the gloo group's
-    worker threads outlive ``destroy_process_group`` (and the DDP object), and a worker that drops its last work's
-    tensors while the interpreter finalizes cannot take the GIL and aborts the rank ("terminate called without an
-    active exception", SIGABRT; seen in 4 of about 300 two-rank CPU runs under load, after every checkpoint was
-    written). A run without a group exits as usual."""
+    process leaves through ``leave(0)`` once its logs and output are flushed, without the interpreter's finalization:
+    the gloo group's worker threads outlive ``destroy_process_group``, and one that drops its last tensors while the
+    interpreter finalizes cannot take the GIL and aborts the rank (SIGABRT, "terminate called without an active
+    exception"). A run without a group exits as usual."""
     set_switch('group_torn_down', False)
     try:
         main()

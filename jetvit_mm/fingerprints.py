@@ -1,8 +1,5 @@
-"""The fingerprints of what a run read, in one place: of values (:func:`value_digest`), of files by their bytes
-(``jetvit_mm.models.checkpoint.integrity.file_digest``, :func:`files_by_content`), by path and size
-(:func:`files_by_size`), and of a data folder (:func:`tree_fingerprint`). A resumed search is known to score the same
-supernet, head and evaluation protocol as the run it continues, wherever the files now lie; the workflow skips a
-stage whose inputs have the same fingerprints; the demo keys its caches by them."""
+"""The fingerprints of what a run read, in one place: of values, of files by their bytes or by path and size, and of
+a data folder. A resumed search, the workflow's skipped stages and the demo's caches rely on them."""
 import hashlib
 import json
 import os

@@ -33,10 +33,9 @@ def environment() -> Dict[str, object]:
 
 
 def teacher_ratios(results: List[dict]) -> List[dict]:
-    """Every arch of ``tools/benchmark.py models`` results (eager ones, and ``--compile`` ones: ``args.compile``),
-    each run's median against the fastest eager and the fastest compiled teacher of its size, where measured: the
-    compiled teacher is the fair baseline (an eager teacher spends ~3.3 of its 13.2 ms on RoPE's elementwise ops at
-    1024x2048 on the H200)."""
+    """Every arch of ``tools/benchmark.py models`` results (eager and ``--compile`` ones), each run's median against
+    the fastest eager and the fastest compiled teacher of its size, where measured (the compiled one is the fair
+    baseline: an eager teacher spends a quarter of its time on RoPE's elementwise ops on the H200)."""
     times = {}
     for result in results:
         mode = 'compiled' if result.get('args', {}).get('compile') else 'eager'

@@ -1,5 +1,5 @@
 """A supernet distillation step (teacher forward, student forward + backward, AdamW step) on the fast mixer paths
-against the same step on the torch paths, side by side, per arch (issue #30 item 5, #39 item 3).
+against the same step on the torch paths, side by side, per arch.
 
 - ``'<arch> torch'``: every L and W mixer on ``kernel='torch'``, eager.
 - ``'<arch> fast'``: ``kernel='auto'``. On CUDA, eager: L trains through its Triton backward, W through
@@ -7,11 +7,9 @@ against the same step on the torch paths, side by side, per arch (issue #30 item
   is the student's ``forward_intermediates`` under torch.compile (inductor fuses the torch paths' formulas, forward
   and backward); ``fast_mode='eager'`` / ``'compiled'`` force either.
 
-Several archs (``all-L``, ``all-W``, ``2F`` or arch strings) are timed in one interleaved run, so a slowdown can be
-put down to L or to W. ``dtype='bf16'``: each forward under ``torch.autocast(bfloat16)`` (weights, gradients and
-AdamW in fp32). Both students of an arch start from the teacher's weights and take the same images; their losses
-and each fast student's resolved mixer paths (e.g. ``{'L': ['triton'], 'W': ['flex']}``) are recorded, so a fast
-step that computed or ran something else shows.
+Several archs are timed in one interleaved run, so a slowdown can be put down to L or to W. ``dtype='bf16'``: each
+forward under ``torch.autocast(bfloat16)``. Both students of an arch start alike; their losses and each fast
+student's resolved mixer paths are recorded, so a fast step that computed or ran something else shows.
 """
 import contextlib
 import copy
@@ -52,9 +50,8 @@ def step_fn(distiller: Distiller, optimizer: torch.optim.Optimizer, images: torc
 
 
 def resolved_paths(model: torch.nn.Module) -> Dict[str, List[str]]:
-    """The paths the L and W mixers of ``model`` ran with grad enabled, the self-check verdicts read (``'torch'``
-    where one sent a mixer back; sorted, per mixer kind; empty where none was cached, e.g. inside a compiled
-    graph)."""
+    """The paths the L and W mixers of ``model`` ran with grad enabled, per mixer kind, the self-check verdicts read
+    (empty where none was cached, e.g. inside a compiled graph)."""
     paths = {'L': set(), 'W': set()}
     for letter, path, grad in mixer_paths(model):
         if grad:

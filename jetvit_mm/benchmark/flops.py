@@ -143,10 +143,8 @@ def _declared_attention_flops(module: nn.Module, args: Tuple[Any, ...], kwargs: 
 
 
 class FlopCounter:
-    """Context manager that hooks ``model`` and sums FLOPs of every forward run inside it (see module docstring).
-
-    ``records`` holds one ``(name, flops)`` per counted call; attention math is recorded as ``<mixer>.<attention>``.
-    """
+    """Context manager that hooks ``model`` and sums FLOPs of every forward run inside it; ``records`` holds one
+    ``(name, flops)`` per counted call (attention math as ``<mixer>.<attention>``)."""
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
@@ -220,11 +218,9 @@ def _fake_mode() -> Any:
 
 def count_flops(model: nn.Module, input_size: Tuple[int, int], batch_size: int = 1, in_chans: int = 3,
                 fake: bool = True) -> Dict[str, Any]:
-    """FLOPs of one forward of ``model`` on a ``[batch_size, in_chans, H, W]`` input, attention included.
-
-    Returns ``total``, ``gflops``, ``by_part`` (patch_embed, qkv_proj, attention, conv, mlp, other, head), ``layers``
-    (per block: mixer letter and the same parts), ``modules`` (per counted module) and the input shape.
-    """
+    """FLOPs of one forward of ``model`` on a ``[batch_size, in_chans, H, W]`` input, attention included: ``total``,
+    ``gflops``, ``by_part`` (patch_embed, qkv_proj, attention, conv, mlp, other, head), ``layers`` (per block: mixer
+    letter and the same parts), ``modules`` (per counted module) and the input shape."""
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device('cpu')
     dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32

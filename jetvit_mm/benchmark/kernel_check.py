@@ -3,13 +3,9 @@ check (``scripts/gpu_check.sh``), with the tolerances of the CPU tests (tests/te
 relative, elementwise, the output's scale as the floor of 'relative'; bf16 no further from the fp32 result than the
 torch path's own bf16 output, up to one bf16 spacing at the output's scale, and at most four spacings from it.
 
-Cases: L ``'triton'`` and ``'compile'`` for every conv variant, both RoPE layouts and none, prefix 0 / 1 / 5, an odd
-grid, batch 1 and 3; W ``'flex'`` and ``'compile'`` over the same axes; a whole 2F model on ``'auto'`` against the
-torch paths. Backward (``-grad`` cases): the input's gradient for one fixed output gradient, by the same rule without
-the four-spacing cap (the bf16 qkv Linear's backward alone rounds it by several spacings), on the paths that train
-(L ``'triton'``, W ``'flex'`` on CUDA) around one base case, and the whole model. The production cases
-(:func:`production_cases`, the device check's first phase): the training kernels at DINOv3-B's 1024x2048 shape,
-forward and backward, then the 2F model's forward, gradient and autocast training step, in bf16. Pure torch + timm.
+Cases (:func:`cases`, :func:`production_cases`): every fast path, axis by axis around one base case, and a whole 2F
+model on ``'auto'``. Backward (``-grad`` cases): the input's gradient for one fixed output gradient, by the same rule
+without the four-spacing cap (the bf16 qkv Linear's backward alone rounds it by several spacings). Pure torch + timm.
 
 A case passes only if its fast path ran: each starts afresh (:func:`fresh_state`), and fails when a mixer resolved
 another path (:func:`path_problems`), a self-check fell back to the torch path, dynamo logged a warning (its
@@ -77,10 +73,9 @@ PRODUCTION_QUICK = dict(grid=(8, 16), heads=2, head_dim=16, prefix=5, batch=1)
 
 
 def production_cases(device_type: str, quick: bool = False) -> List[Case]:
-    """What settles the most in the fewest seconds, in bf16: each training kernel (L ``'triton'``, W ``'flex'``;
-    the CPU's ``'compile'`` paths in their place, forward only) at the production shape (:data:`PRODUCTION`; the
-    kernels' production tiles) forward and backward, then the 2F model on ``'auto'``: forward, gradient, and the
-    gradient of one training step under autocast over fp32 weights."""
+    """What settles the most in the fewest seconds (the device check's first phase), in bf16: each training kernel
+    (the CPU's ``'compile'`` paths in their place, forward only) at :data:`PRODUCTION` forward and backward, then the
+    2F model on ``'auto'``: forward, gradient, and the gradient of one training step under autocast."""
     shape = PRODUCTION_QUICK if quick else PRODUCTION
     found = []
     for mixer, names in (('L', ('torch', 'compile', 'triton')), ('W', ('torch', 'compile', 'flex'))):

@@ -12,11 +12,7 @@ the memory allocated before (:func:`cuda_forward_memory`; exact in-process too).
     python -m jetvit_mm.benchmark.memory '{"model": {...JetViT kwargs...}, "input_shape": [1, 3, 512, 1024]}'
 
 prints one JSON line (:func:`measure_forward_memory` runs it in a subprocess; ``{"train_step": {...}}``:
-:func:`measure_train_step_memory`). Training step (the memory planner's check, docs/scale_out.md):
-:func:`train_step_memory` builds a small distillation model (:func:`build_distill`), runs one warm-up step, resets
-the peak mark and measures a second (zero_grad, forward, backward, AdamW step) over the RSS before the model was
-built; ``overhead_bytes`` is the RSS after the warm-up step minus every live tensor's bytes (library caches, allocator
-arenas, Python objects: 42-46 MiB for the planner test's shapes on a 2-core Xeon, which no plan of tensors counts).
+:func:`measure_train_step_memory`, the memory planner's check, docs/scale_out.md).
 """
 import json
 import os
@@ -58,9 +54,7 @@ def _weights_bytes(model: torch.nn.Module) -> int:
 
 def build_model(model_kwargs: Dict[str, Any], head: Optional[Dict[str, Any]] = None) -> torch.nn.Module:
     """``JetViT(**model_kwargs)`` (``TokenClusteringJetViT`` when they hold ``clustering``); with ``head`` (DPT
-    widths: ``features``, ``out_channels``; ``{}`` for the model's preset) the depth model of the paper's Table 4
-    instead: the backbone and DepthAnythingV2's DPT head
-    (:class:`~jetvit_mm.models.depth_anything.JetViTDepthAnything`)."""
+    widths; ``{}`` for the model's preset) a :class:`~jetvit_mm.models.depth_anything.JetViTDepthAnything`."""
     model_kwargs = dict(model_kwargs)
     clustering = model_kwargs.pop('clustering', None)  # the token-clustering baseline (tools/benchmark.py --baseline)
     if head is None:
@@ -147,8 +141,8 @@ def build_distill(spec: Dict[str, Any]) -> Tuple[torch.nn.Module, Callable[[torc
 
 
 def train_step_memory(spec: Dict[str, Any]) -> Dict[str, Any]:
-    """Peak RSS of one training step of :func:`build_distill`'s model over the RSS before it was built (run it in a
-    fresh process; CPU, fp32)."""
+    """Peak RSS of one training step (zero_grad, forward, backward, AdamW) of :func:`build_distill`'s model, after a
+    warm-up step, over the RSS before it was built (run it in a fresh process; CPU, fp32)."""
     if spec.get('threads'):
         torch.set_num_threads(int(spec['threads']))
     torch.manual_seed(0)

@@ -135,9 +135,8 @@ def largest_cuda_batch(model: nn.Module, size: Tuple[int, int], dtype: torch.dty
 
 @contextlib.contextmanager
 def inductor_freezing(enabled: bool) -> Iterator[None]:
-    """Inductor's ``freezing`` switched on for the block when ``enabled`` (a process setting:
-    ``torch.compile(options={'freezing': True})`` is not applied by the freezing pass in torch 2.14), and put back
-    as it was when the block ends, on success and on error."""
+    """Inductor's ``freezing`` switched on for the block when ``enabled`` (a process setting: torch 2.14 ignores
+    ``torch.compile(options={'freezing': True})``), and put back after it."""
     if not enabled:
         yield
         return
@@ -165,11 +164,8 @@ def benchmark_models(entries: List[Entry], *, sizes: Optional[Sequence[Tuple[int
                      patch_embed: str = 'conv') -> Dict[str, object]:
     """Latency (median, min, max, and of the quiet samples), images/s, FLOPs, peak memory and speed-ups of every
     entry at every size (default: 32 x 64 and 64 x 128 patches); prints the table and the targets and returns the
-    result. ``throughput``: None (images/s of the latency run), a batch, or -1 (the largest power-of-two batch that
-    fits on CUDA). ``onnxruntime``: also each model's ONNX export in an onnxruntime CPU session, in the same rounds
-    (rows ``<label> (onnxruntime)``; ``'fixed'``: exported once per size, W windowed). ``freeze`` (with
-    ``compile_model``): inductor's freezing for every model alike, restored after the call. ``patch_embed``:
-    the patch embedding as the convolution (``'conv'``) or a matmul (``'matmul'``, models/patch_embed.py)."""
+    result. ``onnxruntime``: also each model's ONNX export in an onnxruntime CPU session, in the same rounds
+    (``'fixed'``: exported once per size, W windowed). ``freeze`` (with ``compile_model``): inductor's freezing."""
     dev, torch_dtype = torch.device(device), to_dtype(dtype)
     models: Dict[str, nn.Module] = {}
     for e in entries:
@@ -224,9 +220,8 @@ def time_latency(models: Dict[str, nn.Module], runners: Dict[str, Callable], siz
                  dev: torch.device, torch_dtype: torch.dtype, warmup: int, repeat: int, cuda_graph: bool, threads: int,
                  onnxruntime: Union[bool, str], on_round: Optional[Callable[[int, bool], None]]
                  ) -> Tuple[Dict[str, List[float]], Dict[str, List[Optional[float]]]]:
-    """Every (size, arch) pair (and its onnxruntime session) in one round-robin, so that the growth from one size to
-    the next is measured side by side as well, not minutes apart: the samples per ``'<H>x<W> <label>'`` and, per
-    sample, how busy the other cores were (CPU)."""
+    """Every (size, arch) pair (and its onnxruntime session) in one round-robin, so that sizes are measured side by
+    side: the samples per ``'<H>x<W> <label>'`` and, per sample, how busy the other cores were (CPU)."""
     print(f'\nlatency at batch {batch}, sizes and archs interleaved', flush=True)
     probe = CpuContention(enabled=dev.type == 'cpu')  # on CUDA it would read /proc inside the event window
     calls: Dict[str, Callable[[], torch.Tensor]] = {}

@@ -1,9 +1,7 @@
-"""Per-GPU memory plan of one distillation training step (issue #24 item 6): parameters, gradients, optimizer states
-and activations, with and without per-block activation checkpointing, and whether it fits a GPU.
+"""Per-GPU memory plan of one distillation training step: parameters, gradients, optimizer states and activations,
+with and without per-block activation checkpointing, and whether it fits a GPU (docs/scale_out.md).
 
-Pure core (torch and jetvit_mm.models only). The caller builds the distiller (frozen ``teacher`` + trainable
-``student``), preferably on the meta device, and passes it here (``tools/benchmark.py plan`` reads a config); how
-each part is obtained and what is not counted: docs/scale_out.md. The formulas (bytes per GPU, ``W`` = world size,
+The caller builds the distiller, preferably on the meta device. The formulas (bytes per GPU, ``W`` = world size,
 ``P_t`` trainable and ``P_f`` frozen parameters, ``U`` the largest FSDP2 unit, ``b`` the bytes of the compute dtype):
 
 - **FSDP2** (``fsdp=True``; one unit per transformer block of student and teacher, the rest in the root unit).
@@ -19,10 +17,7 @@ each part is obtained and what is not counted: docs/scale_out.md. The formulas (
   checkpointing: everything saved + the working set; with it: the rest + every block's input + the largest block's
   recomputed internals + the working set.
 - Not counted: CUDA context, NCCL buffers, fragmentation (``reserve_bytes``, added before the fit check), the data
-  loader, the teacher's transient no-grad intermediates, custom kernels' own saved tensors. The working-set rule was
-  revised once after the first validation shape (it over-estimated by 9-14 %); the second was measured after.
-
-Validated on the CPU at tiny sizes against the measured peak RSS of a real step: ``tests/test_memory_planner.py``.
+  loader, the teacher's transient no-grad intermediates, custom kernels' own saved tensors.
 """
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, List, Sequence
@@ -155,11 +150,9 @@ def measure_activations(model: nn.Module, blocks: Sequence[nn.Module], loss_fn: 
 
 
 def build_load_bytes(params: ParamCounts, world_size: int) -> int:
-    """Per-rank memory while the model is built and loaded with meta-device construction (``FSDP2Wrapper``'s
-    ``meta_init``, :func:`~jetvit_mm.distill.fsdp2.materialize_shards`): the fp32 shard of every parameter,
-    ``4 (P_t + P_f) / W``, plus one FSDP2 unit in full, ``4 U`` (the bound on what loading one tensor, or
-    initialising one module no checkpoint holds, allocates beside the shards). Checked against the measured peak RSS
-    of 2 gloo ranks in ``tests/test_meta_init.py``."""
+    """Per-rank memory while the model is built and loaded with ``meta_init``: the fp32 shard of every parameter,
+    ``4 (P_t + P_f) / W``, plus one FSDP2 unit in full, ``4 U`` (what loading one tensor or initialising one module
+    allocates beside the shards)."""
     if world_size < 1:
         raise ValueError(f'world_size must be >= 1, got {world_size}')
     return int(4 * (params.trainable + params.frozen) / world_size + 4 * params.largest_unit)

@@ -1,4 +1,4 @@
-"""A fair baseline for the whole-model benchmark (issue #30 item 8): which SDPA backend each F layer runs, the
+"""A fair baseline for the whole-model benchmark: which SDPA backend each F layer runs, the
 teacher timed with cuDNN attention too where it exists (every speed-up then stated against the fastest teacher), and
 how a model is compiled when its calls are also captured in CUDA graphs."""
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -96,9 +96,8 @@ class PinnedSDPA(nn.Module):
 def make_runners(models: Mapping[str, nn.Module], entries: Sequence[Mapping[str, object]], compile_model: bool,
                  cuda_graph: bool) -> Dict[str, nn.Module]:
     """What the benchmark calls per label: the model, pinned to its entry's SDPA backend if it has one, compiled with
-    ``compile_model``. With ``cuda_graph`` too the compiled model is captured in a CUDA graph by the benchmark itself
-    (torch.compile's default mode, which builds no CUDA graphs of its own: ``reduce-overhead`` would graph it a second
-    time, and ``max-autotune-no-cudagraphs`` would add minutes of GEMM autotuning to a device check)."""
+    ``compile_model``. With ``cuda_graph`` too the compiled model (torch.compile's default mode, which builds no CUDA
+    graphs of its own) is captured in a CUDA graph by the benchmark itself."""
     runners = {}
     for e in entries:
         model = models[e['label']]

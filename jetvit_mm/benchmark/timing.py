@@ -41,17 +41,9 @@ def call_timer(device: Union[str, torch.device]) -> CallTimer:
     return cpu_timer
 
 
-def time_interleaved(
-        calls: Mapping[str, Call],
-        warmup: int,
-        repeat: int,
-        device: Union[str, torch.device] = 'cpu',
-        *,
-        min_total_ms: float = 0.,
-        max_repeat: Optional[int] = None,
-        timer: Optional[CallTimer] = None,
-        on_round: Optional[Callable[[int, bool], None]] = None,
-) -> Dict[str, List[float]]:
+def time_interleaved(calls: Mapping[str, Call], warmup: int, repeat: int, device: Union[str, torch.device] = 'cpu', *,
+                     min_total_ms: float = 0., max_repeat: Optional[int] = None, timer: Optional[CallTimer] = None,
+                     on_round: Optional[Callable[[int, bool], None]] = None) -> Dict[str, List[float]]:
     """Milliseconds of every timed call per entry (warm-up rounds dropped), in interleaved rounds.
 
     An entry is done once it has ``repeat`` samples adding up to at least ``min_total_ms`` (or ``max_repeat``

@@ -1,22 +1,13 @@
 """A generated segmentation task where far-away context decides the class: the demo's dataset (the task and why it
 needs global context: docs/toy_reproduction.md).
 
-**partner** (the default task). Every 64x128 image (a 4 x 8 grid of 16-pixel patches) shows two to four grey
-**objects**, one patch each, flat or striped, on a low-saturation textured background. Each object has a
-**partner**, a red, green or blue square on the patch half the image width away in the same row (column c +- 4),
-labelled ``MARKER``; ``class(object) = OBJECT_BASE + shape * NUM_CUES + cue`` (shape: 0 solid, 1 striped; cue:
-0 red, 1 green, 2 blue). An object and its partner are never in one window of at most half the grid width.
+**partner** (default): each one-patch object's class is its shape and the colour of its partner, a square half the
+image width away in the same row (``class = OBJECT_BASE + shape * NUM_CUES + cue``). **corner**: one marker in a
+corner block colours every object; window attention recovers it through the registers, kept for that comparison.
 
-**corner** (``task='corner'``). One marker fills a corner block and every object takes its colour: one cue for the
-whole image. Window attention recovers it through the register tokens after a short distillation (measured in the
-demo's setting); kept for that comparison. Optional ``distractors`` (saturated squares in non-cue colours, labelled
-background) make its marker harder to find.
-
-Files are written in the exact Cityscapes layout (``leftImg8bit/<split>/<city>/*_leftImg8bit.png``,
-``gtFine/<split>/<city>/*_gtFine_labelTrainIds.png`` and ``*_gtFine_labelIds.png``), so mmseg's
-``CityscapesDataset`` reads them unchanged (19 classes; this task uses train ids 0..7). Each sample comes from its
-own generator seeded by ``(seed, split, index)``: the same seed gives the same bytes, and a sample does not change
-when another split grows. Only numpy and PIL are used.
+Written in the exact Cityscapes layout, so mmseg's ``CityscapesDataset`` reads it unchanged (train ids 0..7 of 19).
+Each sample has its own generator seeded by ``(seed, split, index)``: the same seed gives the same bytes, and a
+sample does not change when another split grows. Only numpy and PIL are used.
 """
 from __future__ import annotations
 
@@ -133,12 +124,8 @@ def _paint(rgb: np.ndarray, box: Tuple[int, int, int, int], color, rng: np.rando
 
 def partner_sample(seed: int, split: str, index: int, size: Size = (64, 128), patch: int = 16,
                    num_objects: Tuple[int, int] = (2, 4)) -> Tuple[np.ndarray, np.ndarray, Dict]:
-    """One sample of the partner task: ``(RGB uint8 [H, W, 3], train ids uint8 [H, W], meta)``.
-
-    Objects and partners are ``patch`` x ``patch`` squares on the patch grid; a partner sits half the width
-    (``W / 2`` pixels) to the right of its object, or to the left when that is outside the image. ``meta``:
-    ``objects``, a list of ``dict(shape, cue, cls, box, partner_box)``; boxes are (y0, x0, y1, x1), ends exclusive.
-    """
+    """One sample of the partner task: ``(RGB uint8 [H, W, 3], train ids uint8 [H, W], meta)``; ``meta['objects']``
+    lists ``dict(shape, cue, cls, box, partner_box)``, boxes (y0, x0, y1, x1) with exclusive ends."""
     h, w = size
     if h % patch or w % (2 * patch):
         raise ValueError(f'image size {size}: the height must be a multiple of the patch ({patch}) and the width '
@@ -174,14 +161,12 @@ def corner_sample(seed: int, split: str, index: int, size: Size = (64, 128), exc
                   marker_size: int = 32, num_objects: Tuple[int, int] = (2, 4),
                   object_size: Tuple[int, int] = (16, 47), align: int = 16,
                   distractors: Tuple[int, int] = (0, 0)) -> Tuple[np.ndarray, np.ndarray, Dict]:
-    """One sample of the corner task: ``(RGB uint8 [H, W, 3], train ids uint8 [H, W], meta)``.
+    """One sample of the corner task: ``(RGB uint8 [H, W, 3], train ids uint8 [H, W], meta)``, sizes in pixels.
 
-    Sizes are in pixels. ``distractors``: how many saturated squares of the marker's size in non-cue colours
-    (:data:`DISTRACTOR_COLORS`) lie around outside the marker's block, labelled background: the marker has to
-    be found among them, not by saturation alone. ``align``: marker, object and distractor boxes snap to this
-    grid (16: whole ViT patches, so a patch-level probe can be exact; 1: anywhere). ``meta`` holds ``corner``,
-    ``cue``, ``marker_box``, ``objects`` (a list of ``dict(shape, cls, box)`` in drawing order; a later object
-    may cover part of an earlier one) and ``distractors`` (boxes). Boxes are (y0, x0, y1, x1), ends exclusive.
+    ``distractors``: how many squares of the marker's size in non-cue colours (labelled background) lie outside the
+    marker's block, so saturation alone does not find it. ``align``: boxes snap to this grid (16: whole patches).
+    ``meta``: ``corner``, ``cue``, ``marker_box``, ``objects`` (``dict(shape, cls, box)`` in drawing order; a later
+    one may cover an earlier one) and ``distractors`` (boxes).
     """
     h, w = size
     if h < 2 * exclusion or w < 2 * exclusion:
@@ -249,20 +234,10 @@ def context_seg_sample(seed: int, split: str, index: int, task: str = 'partner',
     return (partner_sample if task == 'partner' else corner_sample)(seed, split, index, **sample_args)
 
 
-def make_context_seg(
-    root: PathLike,
-    splits: Mapping[str, int] = CONTEXT_SEG_SPLITS,
-    size: Size = (64, 128),
-    seed: int = 0,
-    cities: Optional[Sequence[str]] = None,
-    task: str = 'partner',
-    **sample_args,
-) -> Path:
-    """Write the context task in Cityscapes layout under ``root``; returns ``root``.
-
-    ``splits``: number of images per split (``train`` / ``val`` / ``test``); ``task``: ``'partner'`` or
-    ``'corner'``; ``sample_args`` go to :func:`partner_sample` / :func:`corner_sample`.
-    """
+def make_context_seg(root: PathLike, splits: Mapping[str, int] = CONTEXT_SEG_SPLITS, size: Size = (64, 128),
+                     seed: int = 0, cities: Optional[Sequence[str]] = None, task: str = 'partner',
+                     **sample_args) -> Path:
+    """Write ``splits`` (images per split) of the context task in Cityscapes layout under ``root``; returns it."""
     check_splits(splits, tuple(CITYSCAPES_DEFAULT_CITIES), 'context_seg')
     root = Path(root)
     for split, count in splits.items():

@@ -49,11 +49,9 @@ def clustering_calls(model: JetViT, size: Tuple[int, int], factor: int, iters: i
 def measure_interleaved(model_name: str, size: Tuple[int, int], repeat: int, warmup: int = 1,
                         clusterings: Sequence[ClusterSpec] = (),
                         small_model: Optional[str] = None) -> Dict[str, Dict[str, float]]:
-    """Milliseconds of one block of each mixer (F, L, W) and of the shared part (patch embedding + final norm) of
-    ``model_name`` at ``size``, batch 1, fp32: ``jetvit_mm.search.latency``'s calls in interleaved rounds (the
-    start rotating), so that a change of the machine's load during the measurement hits every mixer alike; in the
-    same rounds the parts of each of ``clusterings`` (:func:`clustering_calls`) and ``small_model``'s base and F
-    block (keys prefixed ``'small '``). Returns per key the median and the min and max of the rounds."""
+    """Milliseconds of one block of each mixer (F, L, W) and of the shared part of ``model_name`` at ``size``, batch
+    1, fp32, in interleaved rounds; in the same rounds the parts of each of ``clusterings`` and ``small_model``'s
+    base and F block (keys prefixed ``'small '``). Returns per key the median and the min and max of the rounds."""
     torch.manual_seed(0)
     model = JetViT(model_name, depth=1).eval()  # one block is timed per mixer; the rest is shared
     small = JetViT(small_model, depth=1).eval() if small_model else None  # built outside inference mode (checks)

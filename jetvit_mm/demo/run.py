@@ -1,9 +1,7 @@
 """The demo: the whole JetViT method on CPU on a generated task where global context matters, as a task
-configuration of the method's stages (:mod:`jetvit_mm.pipeline.stages`: its context-seg data, the small configs of
-configs/demo, its iteration counts), with its own stages after the method's: the rows of its table (all-L, all-W,
-the Step-1 arch and the 1-F hybrid fine-tuned and probed), the alternatives it compares (token clustering, a smaller
-teacher), the ablation; then the latency table and its report. ``tools/demo.py`` is its command line (what it runs
-and writes: that tool's help)."""
+configuration of the method's stages (:mod:`jetvit_mm.pipeline.stages`), with its own stages after the method's
+(the rows of its table, the alternatives, the ablation), the latency table and its report. What it runs and writes:
+``tools/demo.py``'s help."""
 import json
 import os
 import shutil

@@ -1,14 +1,7 @@
 """ONNX export of a JetViT with or without its head, dynamic in batch, height and width (multiples of the patch).
 
-``torch.onnx.export(dynamo=True)`` (``torch.export``) makes the model take its export formulations
-(:mod:`jetvit_mm.models.tracing`): RoPE and DINOv2 position embeddings from the symbolic grid, the squeeze conv as
-shifted products, W as masked full attention. With ``fixed_size`` the W layers keep their windows and the batch is
-fixed too, so the squeeze conv is one grouped conv: the exported hybrid is as fast as its arch (a W at full
-attention's cost made the 2F hybrid slower than the teacher in onnxruntime). The TorchScript exporter is refused.
-onnx, onnxscript and onnxruntime are the optional ``deploy`` extra (``pip install -e .[deploy]``).
-
-The output path is tried before the export (:func:`check_writable`) and the file written atomically; the check
-against torch (:func:`compare_outputs`) refuses non-finite outputs, which pass any tolerance.
+The export formulations and the ``fixed_size`` deployment export: docs/deploy.md. onnx, onnxscript and onnxruntime
+are the optional ``deploy`` extra (``pip install -e .[deploy]``).
 """
 import contextlib
 import os
@@ -95,10 +88,8 @@ def export_onnx(module: nn.Module, path: Union[str, Path], patch_size: int, samp
                 batch: int = 1) -> Path:
     """Write ``module`` (eval mode, fp32) to ``path`` with dynamic batch and a dynamic grid of ``patch_size``
     patches; the sample input (``sample_batch`` images of ``sample_grid`` patches) only drives the trace. With
-    ``fixed_size`` (height, width in pixels) the graph takes ``batch`` images of that size only, and the W layers
-    keep their windows and the squeeze conv is one grouped conv
-    (:func:`~jetvit_mm.models.tracing.fixed_grid_export`): the deployment export of a hybrid. ``path`` is tried
-    before the export (:func:`check_writable`: ValueError) and written atomically."""
+    ``fixed_size`` (height, width in pixels) the graph takes ``batch`` images of that size only (the deployment
+    export of a hybrid). ``path`` is tried before the export (:func:`check_writable`) and written atomically."""
     _requirement('onnxscript')
     path = check_writable(path)
     module = module.eval()

@@ -22,11 +22,8 @@ def check_ignore_top(ignore_top: float) -> None:
 
 def ssi_loss(pred: Tensor, target: Tensor, valid: Tensor, ignore_top: float = 0.
              ) -> Tuple[Tensor, List[Tensor], Tensor]:
-    """Scale-and-shift-invariant loss of ``[B, H, W]`` disparities: mean over images of the mean absolute
-    difference of the median/MAD-normalised maps. ``ignore_top``: the fraction of each image's valid pixels with the
-    largest difference left out of the loss (DepthAnythingV2 drops the top 10 % on pseudo-labelled images, where
-    the labels are noisiest). Also returns the per-image residual maps (zero where not counted) and the counted
-    pixels."""
+    """``L_ssi`` of :class:`ScaleShiftInvariantLoss` on ``[B, H, W]`` disparities, with the per-image residual maps
+    (zero where not counted) and the counted pixels."""
     check_ignore_top(ignore_top)
     losses, residuals, counted = [], [], []
     for p, t, m in zip(pred, target, valid):

@@ -1,14 +1,8 @@
 """FSDP2 (``torch.distributed.fsdp.fully_shard``) for models that hold JetViTs, in pure torch.
 
 Every transformer block of every JetViT in the model (student supernet and frozen teacher alike) is its own FSDP2
-unit; the rest (patch embeddings, tokens, final norms, heads) is the root unit. Before sharding, every rank takes
-rank 0's parameters and buffers, on the process group's device (NCCL only moves CUDA tensors). The mmengine wrapper
-(``jetvit_mm.mm.engine.fsdp.FSDP2Wrapper``) and the GPU check's NCCL step both shard through :func:`shard_model`.
-
-A model too large for one rank: build it inside :func:`meta_parameters` (parameters on the meta device, buffers
-real), shard it with ``shard_model(..., sync=False)``, then :func:`materialize_shards` allocates only this rank's
-shard of every parameter and copies it in from the given state (typically memory-mapped checkpoint tensors: only
-this shard's rows are read, their pages released after each tensor). A rank then holds its shards plus one tensor's
+unit; the rest is the root unit. A model too large for one rank: build it inside :func:`meta_parameters`, shard it
+with ``shard_model(..., sync=False)``, then :func:`materialize_shards`: a rank holds its shards plus one tensor's
 transient, never the whole model.
 """
 import contextlib
@@ -61,10 +55,8 @@ def shard_units(model: nn.Module) -> List[nn.Module]:
 def shard_model(model: nn.Module, param_dtype: Optional[torch.dtype] = None,
                 reduce_dtype: Optional[torch.dtype] = None, cpu_offload: bool = False,
                 reshard_after_forward: bool = True, sync: bool = True) -> int:
-    """Sync ``model`` from rank 0, then shard it in place: one FSDP2 unit per JetViT block and the root. Returns the
-    number of units. ``param_dtype``: dtype the parameters are gathered and computed in (None: their own);
-    ``reduce_dtype``: dtype gradients are reduce-scattered in. ``sync=False``: no sync (a model built on the meta
-    device, whose every rank then loads the same weights with :func:`materialize_shards`)."""
+    """Sync ``model`` from rank 0 (unless ``sync=False``: a meta-built model), then shard it in place: one FSDP2 unit
+    per JetViT block and the root. Returns the number of units."""
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError('FSDP2 sharding needs a process group: launch with torchrun (and --launcher pytorch)')
     units = shard_units(model)
@@ -162,9 +154,7 @@ def _local_rows(param: nn.Parameter, full: torch.Tensor, name: str) -> torch.Ten
 
 class _FilePages:
     """Releases the pages of a memory-mapped checkpoint a loaded tensor touched: ``madvise(MADV_DONTNEED)`` on the
-    whole pages of the tensor's storage that lie in a file mapping (``torch.load(mmap=True)`` maps the file
-    privately and nothing writes it, so the pages are clean and the kernel re-reads them if touched again; heap
-    memory is never touched). A no-op off Linux."""
+    whole pages of its storage in a file mapping (clean pages, re-read if touched again). A no-op off Linux."""
     MADV_DONTNEED = 4
 
     def __init__(self) -> None:

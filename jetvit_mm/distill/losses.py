@@ -21,12 +21,8 @@ def cosine_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
 
 def activation_matching_loss(student: torch.Tensor, teacher: torch.Tensor, max_tokens: Optional[int] = 1024,
                              generator: Optional[torch.Generator] = None) -> torch.Tensor:
-    """ViT-Linearizer's activation matching: compare the token-token cosine-similarity maps.
-
-    Each map ``A[i, j] = cos(f_i, f_j)`` has its rows L2-normalised; the loss is ``1 - <A_t[i], A_s[i]>``
-    averaged over tokens. The maps are ``N x N``, so at most ``max_tokens`` tokens (a random subset, the same
-    for student and teacher) take part.
-    """
+    """ViT-Linearizer's activation matching: ``1 - <A_t[i], A_s[i]>`` averaged over tokens, ``A[i, j] = cos(f_i,
+    f_j)`` with rows L2-normalised; at most ``max_tokens`` tokens (a random subset, the same for both) take part."""
     n = student.shape[1]
     if max_tokens is not None and n > max_tokens:
         keep = torch.randperm(n, generator=generator, device='cpu')[:max_tokens].to(student.device)
@@ -62,12 +58,8 @@ def get_loss(name: str, loss_cfg: Optional[Dict[str, Any]] = None) -> Callable[.
 
 def distill_loss(name: str, students: Sequence[torch.Tensor], teachers: Sequence[torch.Tensor],
                  loss_cfg: Optional[Dict[str, Any]] = None) -> torch.Tensor:
-    """Mean of ``name`` (with options ``loss_cfg``) over matched feature pairs, one per distilled layer: with
-    ``'activation'``, one token-similarity map per distilled layer (ViT-Linearizer's stages are these layers).
-
-    Computed in fp32 (at least) whatever the features' dtype and outside autocast: bf16 / fp16 features (FSDP2's
-    ``param_dtype='bfloat16'``, AMP) are upcast, so that the loss and its reduction do not round to 8 mantissa bits.
-    """
+    """Mean of ``name`` (with options ``loss_cfg``) over matched feature pairs, one per distilled layer, in fp32 (at
+    least) outside autocast, so that the loss of bf16 / fp16 features does not round to 8 mantissa bits."""
     if len(students) != len(teachers) or not students:
         raise ValueError(f'need matching non-empty feature lists, got {len(students)} and {len(teachers)}')
     fn = get_loss(name, loss_cfg)

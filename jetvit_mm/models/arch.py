@@ -4,10 +4,7 @@ mixers' parameter-free options.
 W and F layers have the same parameters, and the W window and the L options have none, so weights alone cannot say
 what a model computes. An :class:`ArchSpec` does: every JetViT saves it in its state dict (key :data:`SPEC_KEY`, a
 uint8 tensor of JSON via ``get_extra_state``), so it survives ``weights_only`` loads, safetensors, prefixes and key
-renaming; it is read from there only (:func:`spec_from_state`) and every load compares it with the model's own
-(:func:`check_spec`); another format or version is refused, naming the one this jetvit_mm reads. Per letter it
-records the registered type and its options without deployment switches and initialisations
-(:meth:`~jetvit_mm.models.mixers.MixerEntry.spec_options`).
+renaming; every load compares it with the model's own (:func:`check_spec`).
 """
 import json
 from dataclasses import dataclass
@@ -53,16 +50,9 @@ def _spec_bytes(tensor: torch.Tensor, source: str) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class ArchSpec:
-    """What a JetViT (or a supernet) computes beyond its weights.
-
-    Args:
-        model_name: the teacher variant (``dinov3_vitb16``, ...); None when unknown (an old checkpoint).
-        arch: one mixer letter per layer; None for a supernet.
-        search_space: a supernet's candidate letters per layer; None for a plain JetViT.
-        mixers: the letter -> mixer table of the letters it uses: per letter ``{'type': <registered type>,
-            **options}`` (its parameter-free options, defaults filled in); None when unknown (an old checkpoint
-            that named only its arch).
-    """
+    """What a JetViT (or a supernet) computes beyond its weights: ``arch`` (None for a supernet) or ``search_space``,
+    and ``mixers``, per used letter ``{'type': <registered type>, **options}`` without deployment switches and
+    initialisations; ``model_name`` and ``mixers`` are None for an old checkpoint that named only its arch."""
 
     model_name: Optional[str]
     arch: Optional[str] = None
@@ -157,8 +147,7 @@ class ArchSpec:
 
     def option_differences(self, other: 'ArchSpec') -> Dict[str, Tuple[Any, Any]]:
         """``{option: (this value, other value)}`` for the options of this spec's letters that differ, named as a
-        user sets them (``mixers.W.window_size``, ``mixers.L.conv``, ``mixers.P.pool_size``; none when either side does
-        not know its table). A letter of another type differs in ``mixers.<letter>.type``."""
+        user sets them (``mixers.W.window_size``; a letter of another type differs in ``mixers.<letter>.type``)."""
         if self.mixers is None or other.mixers is None:
             return {}
         out = {}

@@ -1,11 +1,9 @@
 """The patch embedding as a reshape + matmul: a ``Conv2d`` whose kernel equals its stride (no padding, no dilation,
 one group) is a Linear on the unfolded patches, ``[B, h * w, C * p * p] @ weight.reshape(D, C * p * p).T``.
 
-A GPU guess (issue #39 item 4), not a measured gain: the 3-channel patch convolution ran as a non-tensor-core
-implicit-GEMM kernel (0.5 ms at 1024x2048 on an H200), where the same product as one GEMM of K = 3 * p * p could use
-the tensor cores. The convolution stays the default; :func:`set_patch_embed_` switches a model (a JetViT, a JetViT
-supernet or a timm teacher: every ``patch_embed.proj``) so that a device check can time both. The weights, their
-state-dict keys and the output (NCHW, as the convolution's) are the same; the values agree to float rounding.
+A GPU guess, not a measured gain: the 3-channel patch convolution ran as a non-tensor-core kernel on an H200, where
+one GEMM could use the tensor cores. The convolution stays the default; :func:`set_patch_embed_` switches a model so
+that a device check can time both (same weights and keys; the values agree to float rounding).
 """
 import torch
 import torch.nn.functional as F

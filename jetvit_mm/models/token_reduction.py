@@ -1,18 +1,9 @@
-"""A training-free token-reduction baseline for dense prediction: Expedit-style token clustering.
+"""A training-free token-reduction baseline for dense prediction: Expedit-style token clustering (docs/method.md).
 
-After block ``after`` the patch tokens are clustered into a coarse grid (``factor`` x ``factor`` tokens per cell,
-refined by a few rounds of local soft k-means over the clusters of the own and the 8 neighbouring cells, cosine
-similarity over ``temperature``); blocks ``after + 1 .. until`` run on the prefix tokens (never clustered) and the
-cluster tokens. After block ``until`` (default: the last) and at every ``out_indices`` layer the head reads, the
-full-resolution tokens are reconstructed parameter-free by the final soft assignment:
-``x_i = x_i(after) + sum_k a_ik (c_k(now) - c_k(after))``. The teacher's weights run as they are, on fewer tokens.
-
-The clusters form a regular grid, so W and L mixers run on it as on any grid; with RoPE each cluster is rotated at
-the mean (normalised) position of its cell's tokens, the cell's centre when the factor divides the grid. Absolute
-position embeddings were added before clustering. ``factor=1`` runs the teacher's own code, bit for bit.
-
-Use :class:`TokenClusteringJetViT` like a :class:`~jetvit_mm.models.jetvit.JetViT` (``clustering='f2@1-9'``), or
-:func:`apply_token_clustering` on a built JetViT (in place, as ToMe patches a timm model).
+Blocks ``after + 1 .. until`` run on the prefix tokens and a coarse grid of clusters (local soft k-means); the
+full-resolution tokens are reconstructed parameter-free (``x_i = x_i(after) + sum_k a_ik (c_k(now) - c_k(after))``)
+after ``until`` and at every ``out_indices`` layer. ``factor=1`` runs the teacher's own code, bit for bit. Use
+:class:`TokenClusteringJetViT` like a JetViT (``clustering='f2@1-9'``), or :func:`apply_token_clustering` in place.
 """
 import functools
 import math
@@ -36,8 +27,7 @@ OFFSETS = tuple((dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1))
 @dataclass(frozen=True)
 class ClusterSpec:
     """Strength of the token clustering: ``factor`` x ``factor`` tokens per cluster (1: none), clustered after block
-    ``after``, reconstructed after block ``until`` (None: the last block), ``iters`` soft k-means rounds at
-    ``temperature``."""
+    ``after``, reconstructed after block ``until`` (None: the last block)."""
     factor: int
     after: int
     until: Optional[int] = None
@@ -171,10 +161,8 @@ class Clustering:
 
 
 def check_temperature(temperature: float, dtype: torch.dtype) -> None:
-    """Refuse a temperature below the smallest normal number of the compute ``dtype`` (``torch.finfo(dtype).tiny``,
-    1.2e-38 in fp32, 6.1e-5 in fp16): a cosine similarity over it overflows (or the temperature rounds to 0) and
-    every feature comes out NaN. At or above it, ``1 / temperature`` is at most a quarter of the dtype's largest
-    number."""
+    """Refuse a temperature below ``torch.finfo(dtype).tiny`` of the compute ``dtype``: a cosine similarity over it
+    overflows (or the temperature rounds to 0) and every feature comes out NaN."""
     if not dtype.is_floating_point:
         return
     tiny = torch.finfo(dtype).tiny
@@ -185,8 +173,7 @@ def check_temperature(temperature: float, dtype: torch.dtype) -> None:
 
 
 def check_factor(factor: int, grid: Tuple[int, int]) -> None:
-    """Refuse a factor larger than both sides of the ``grid`` of patches: one cluster already holds every token at
-    ``max(grid)``, a larger factor only pads (quadratically: a huge one exhausts the memory)."""
+    """Refuse a factor above ``max(grid)``: one cluster already holds every token, a larger factor only pads."""
     if factor > max(grid):
         raise ValueError(f'clustering factor {factor} is larger than this input\'s patch grid {grid[0]}x{grid[1]}: '
                          f'it must be at most {max(grid)} (a factor of {max(grid)} already makes one cluster)')
@@ -207,9 +194,8 @@ def soft_assignment(cells_normed: torch.Tensor, valid: torch.Tensor, centres: to
 
 def cluster_tokens(tokens: torch.Tensor, grid: Tuple[int, int], factor: int, iters: int,
                    temperature: float) -> Tuple[torch.Tensor, torch.Tensor, Tuple[int, int]]:
-    """Local soft k-means of patch tokens ``[B, H*W, C]``: clusters start as the mean of their cell's tokens, then
-    ``iters`` rounds of soft assignment to the neighbouring clusters and weighted means. Returns the clusters
-    ``[B, h, w, C]``, the final assignment and the coarse grid."""
+    """Local soft k-means of patch tokens ``[B, H*W, C]``, starting from each cell's mean: the clusters ``[B, h, w,
+    C]``, the final assignment and the coarse grid."""
     check_factor(factor, grid)
     cells = to_cells(tokens, grid, factor)
     valid = to_cells(torch.ones_like(tokens[..., :1]), grid, factor)  # [B, h, w, t, 1]
@@ -254,10 +240,8 @@ def cluster_rope(rope: torch.nn.Module, grid: Tuple[int, int], factor: int, like
 # ----------------------------------------------------------------------------- the model
 
 class TokenClusteringJetViT(JetViT):
-    """A :class:`~jetvit_mm.models.jetvit.JetViT` (any arch, any teacher) that runs its middle blocks on token
-    clusters (see the module): the same arguments, weights and ``out_indices`` outputs, plus ``clustering``
-    (``'f2@3'``, a dict of :class:`ClusterSpec`'s fields, or None / factor 1: no clustering, the teacher's exact
-    computation)."""
+    """A JetViT (any arch, any teacher) that runs its middle blocks on token clusters; ``clustering``: ``'f2@3'``, a
+    dict of :class:`ClusterSpec`'s fields, or None / factor 1 (the teacher's exact computation)."""
 
     def __init__(self, *args, clustering: Union[None, str, Mapping[str, object], ClusterSpec] = None,
                  **kwargs) -> None:

@@ -1,9 +1,7 @@
 """Whether the model is being traced for deployment, and which exporter traces it.
 
-Under ``torch.export`` (what ``torch.onnx.export(dynamo=True)`` runs) the patch grid is symbolic: the model then
-takes formulations that work on symbolic sizes and compute the same values as its eager forward (RoPE and DINOv2
-position embeddings built from the grid with tensor ops, the squeeze conv as a sum of shifted products, windows
-padded and masked whatever the grid). The TorchScript-based exporter (``dynamo=False``) turns the grid into
+Under ``torch.export`` the patch grid is symbolic: the model then takes formulations that work on symbolic sizes and
+compute the same values as its eager forward (docs/deploy.md). The TorchScript-based exporter turns the grid into
 constants, so it is refused with an error naming the one that works.
 """
 import contextlib
@@ -21,29 +19,23 @@ LEGACY_EXPORT_ERROR = (
 
 
 def exporting() -> bool:
-    """True while ``torch.export`` traces the model (also under ``torch.onnx.export(dynamo=True)``), and only then:
-    False under a plain ``torch.compile``.
-
-    ``torch.compiler.is_exporting()`` says so in torch 2.14, but torch 2.11's dynamo folds it to True under every
-    ``torch.compile``: a compiled model would take the export formulations (W as masked full attention, no fast
-    kernels). So the flag that function returns, which torch.export sets (strict or not) before it traces, is read
-    here where it exists; dynamo reads it as the value it has while tracing."""
+    """True while ``torch.export`` traces the model, and only then: False under a plain ``torch.compile``. torch
+    2.11's dynamo folds ``torch.compiler.is_exporting()`` to True under every ``torch.compile``, so the flag it
+    returns, which torch.export sets before it traces, is read here where it exists."""
     flag = getattr(torch.compiler, '_is_exporting_flag', None)
     return torch.compiler.is_exporting() if flag is None else bool(flag)
 
 
 def exporting_symbolic_grid() -> bool:
-    """True while ``torch.export`` traces the model with a symbolic shape (any batch and input size): what the W
-    layers ask before replacing their windows by a masked full attention, and the squeeze conv before replacing its
-    grouped conv by shifted products. False under :func:`fixed_grid_export`."""
+    """True while ``torch.export`` traces the model with a symbolic shape (any batch and input size); False under
+    :func:`fixed_grid_export`."""
     return exporting() and not switch('fixed_grid')
 
 
 @contextlib.contextmanager
 def fixed_grid_export() -> Iterator[None]:
-    """An export at one input shape (static batch, height and width): the W layers keep their windows (the number of
-    windows is a constant of the graph), so an exported W costs window attention, not full attention, and the squeeze
-    conv is one grouped conv (its group count, batch x channels, a constant), not ``k * k`` shifted products."""
+    """An export at one input shape (static batch, height and width): the W layers keep their windows and the
+    squeeze conv is one grouped conv, as their counts are constants of the graph."""
     previous = set_switch('fixed_grid', True)
     try:
         yield

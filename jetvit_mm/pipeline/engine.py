@@ -2,17 +2,8 @@
 ``tools/pipeline.py`` and the demo); what it fingerprints, keeps and deletes, and what a kill does: docs/pipeline.md.
 
 A stage is a named command (one of our tools run as a user runs it, or a Python step), its own output folder, and a
-fingerprint of its inputs (the command, the configs it names with their bases merged, size and mtime of the other
-files it names, the fingerprints of the stages it depends on, and of the data folders it reads). It is skipped when
-its folder's marker has the same fingerprint and the outputs the marker recorded (``Stage.products``) are there
-unchanged; the marker is written atomically only after the stage succeeded, so a killed run starts again at the
-stage it was killed in (with ``resume_flag`` when the folder holds ``resume_file``). A folder holding files the
-workflow did not write is refused (``overwrite`` replaces it); previous complete outputs wait in
-``.<name>.previous`` until the new ones are complete. A stage's command runs under :mod:`jetvit_mm.pipeline.guard`.
-
-Arguments that only exist once an earlier stage ran are :class:`FileText` (a file's stripped text, e.g. the arch a
-search picked) and :class:`Join` (pieces glued into one argument); ``--plan`` prints them as ``$(cat FILE)``.
-With ``jobs`` > 1 the stages whose inputs are done run side by side, the earlier in the list first.
+fingerprint of its inputs; it is skipped when its folder's marker has the same fingerprint and its recorded outputs
+are there unchanged.
 """
 import fcntl
 import json
@@ -212,9 +203,8 @@ class Workflow:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the work dir for this run: a second run in the same folder at the same time is refused (it would
-        write the stages the first one is writing). The stages' guards inherit the lock: it is held until the last
-        process of a stage is gone, even when this process was killed."""
+        """Hold the work dir for this run (a second run there at the same time is refused); the stages' guards
+        inherit the lock, so it is held until the last process of a stage is gone, even when this one was killed."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         path = self.work_dir / '.workflow.lock'
         with open(path, 'a+') as f:

@@ -1,8 +1,5 @@
-"""The JetViT method as one list of workflow stages (:data:`STEPS`), run by ``tools/pipeline.py`` and by the demo
-(:mod:`jetvit_mm.demo.run`, a task configuration of it): the teacher's reference figure, Step-1 distillation and
-search, Step-2 distillation and search with export, fine-tune, final evaluation and report, for a segmentation,
-depth or detection config; each stage one of our tools in its own folder under the work dir
-(:mod:`jetvit_mm.pipeline.engine`)."""
+"""The JetViT method as one list of workflow stages (:data:`STEPS`) for a segmentation, depth or detection config,
+run by ``tools/pipeline.py`` and by the demo; each stage one of our tools in its own folder under the work dir."""
 import json
 import statistics
 import sys

@@ -1,10 +1,7 @@
 """Stage-wise beam search over arch strings: a pure function of (start, moves, score, cost, seed).
 
-Step 1 starts with every layer at its cheapest efficient kind (every declared letter but F; L, then W) and moves one
-layer to a dearer kind per stage until the gain plateaus; Step 2 starts from Step 1's best and turns one non-F layer
-into F per stage until the score reaches the teacher's (minus a tolerance) or ``max_full`` F layers. Scores are
-"higher is better" (negate a lower-is-better metric before); a NaN or infinite one ranks below every finite one (with
-a warning), never reordering them.
+Scores are "higher is better" (negate a lower-is-better metric before); a NaN or infinite one ranks below every
+finite one (with a warning), never reordering them.
 """
 import math
 import random
@@ -98,25 +95,15 @@ def step2_moves(arch: str) -> List[str]:
     return [arch[:i] + 'F' + arch[i + 1:] for i, letter in enumerate(arch) if letter != 'F']
 
 
-def beam_search(
-        start: str,
-        moves: Callable[[str], Iterable[str]],
-        score: Score,
-        stop: Callable[[BeamStage, Optional[BeamStage]], Optional[Stop]],
-        beam_width: int = 4,
-        cost: Optional[Callable[[str], float]] = None,
-        budget: Optional[float] = None,
-        seed: int = 0,
-        scores: Optional[Dict[str, float]] = None,
-) -> SearchResult:
+def beam_search(start: str, moves: Callable[[str], Iterable[str]], score: Score,
+                stop: Callable[[BeamStage, Optional[BeamStage]], Optional[Stop]], beam_width: int = 4,
+                cost: Optional[Callable[[str], float]] = None, budget: Optional[float] = None, seed: int = 0,
+                scores: Optional[Dict[str, float]] = None) -> SearchResult:
     """Search from ``start``; each stage expands every beam member by ``moves`` and keeps the ``beam_width`` best.
 
     Args:
-        start: the first arch (scored first).
-        moves: arch -> neighbour archs of the next stage.
-        score: arch -> score (higher is better). Called once per arch: results are memoised in ``scores``.
+        score: arch -> score, called once per arch: results are memoised in ``scores``.
         stop: ``(stage, previous stage) -> Stop or None``, asked after every stage (also after stage 0).
-        beam_width: archs kept per stage.
         cost: arch -> predicted cost (latency); ties in score go to the cheaper arch, then to fewer F layers.
         budget: archs with ``cost > budget`` are never scored.
         seed: order in which a stage's candidates are scored (ties beyond cost are broken by this order).
@@ -222,11 +209,7 @@ def search_step1(score: Score, depth: int, beam_width: int = 4, min_gain: float 
 def search_step2(score: Score, start: str, beam_width: int = 4, teacher_score: Optional[float] = None,
                  tolerance: float = 0.0, max_full: Optional[int] = None, **kwargs) -> SearchResult:
     """Step 2: from Step 1's best, non-F -> F moves until the teacher's score minus ``tolerance`` or ``max_full``.
-
-    Reaching the target, the result is the best arch of that stage (the fewest F layers that reach it). Stopped
-    otherwise (``max_full``, no move left, the latency budget), it is the best arch scored, ties to the cheaper and
-    to fewer F: never an arch that another scored arch beats with a higher score and fewer F.
-    """
+    Reaching the target, the result is that stage's best (the fewest F that reach it), else the best arch scored."""
     if teacher_score is None and max_full is None:
         raise ValueError('Step 2 needs a stop rule: teacher_score (with tolerance) and/or max_full')
     if teacher_score is not None and not math.isfinite(teacher_score - tolerance):

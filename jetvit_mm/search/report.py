@@ -25,13 +25,11 @@ def _moves_layer(parent: str, child: str, layer: int) -> bool:
 def layer_gains(stages: Sequence[BeamStage], scores: Dict[str, float], depth: int, kind: Optional[str] = None,
                 moves: Optional[Callable[[str], Iterable[str]]] = None) -> List[List[float]]:
     """Per search stage, the score gain of each one-layer move from the previous stage's best arch (NaN where not
-    scored).
+    scored), independent of the order the candidates were scored in.
 
     ``moves``: arch -> the moves the search makes from it (``step1_moves``, ``step2_moves``); each one in ``scores``
-    counts, whichever stage scored it (the search never scores an arch twice, so a move scored in an earlier stage
-    is not among the later stage's candidates). Default: the moves among each stage's candidates. With ``kind``,
-    only the moves of a layer to that kind (a heat-map panel per kind); without it, each layer's best move. Either
-    way the gains do not depend on the order the candidates were scored in (the search's seed)."""
+    counts, whichever stage scored it (default: the moves among each stage's candidates). With ``kind``, only the
+    moves of a layer to that kind (a heat-map panel per kind); without it, each layer's best move."""
     rows = []
     for previous, stage in zip(stages, stages[1:]):
         parent = previous.best_arch

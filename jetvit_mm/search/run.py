@@ -145,15 +145,9 @@ def run_stage(settings: SearchSettings, scorer: ArchScorer, start: str, state: D
               identity: Dict[str, Any], latency_table: Dict[str, float], latency_size: Optional[Sequence[int]] = None,
               out_dir: Optional[Path] = None, progress: Optional[Callable[[str], None]] = print,
               search_space: Optional[Sequence[str]] = None, writer: bool = True) -> StageOutcome:
-    """Run (or resume) one stage of the search from ``start`` and write its outputs.
-
-    ``state`` (from :func:`open_state`) is rewritten to ``state_path`` after every scored arch. Into ``out_dir``
-    (default: the state's folder) go ``best_arch_step<k>.txt`` and ``search.json``: every scored arch of every stage
-    (score, predicted latency, letter counts, Pareto membership) and Fig. 7's per-layer gains (``layer_gains``: each
-    layer's best move; ``layer_gains_by_kind``: per kind a layer moves to). ``search_space``: Step 1's candidates per
-    layer (default ``'LW'``). ``writer=False``: another rank of a distributed search, scoring the same archs in the same
-    order, that writes and prints nothing.
-    """
+    """Run (or resume) one stage of the search from ``start``; ``state`` is rewritten to ``state_path`` after every
+    scored arch. Into ``out_dir`` (default: the state's folder) go ``best_arch_step<k>.txt`` and ``search.json``
+    (:func:`_summary`). ``writer=False``: another rank of a distributed search, which writes and prints nothing."""
     state_path = Path(state_path)
     out_dir = Path(out_dir) if out_dir is not None else state_path.parent
     save = partial(write_json_atomic, state_path, state) if writer else (lambda: None)
@@ -270,8 +264,8 @@ def _stage_state(settings: SearchSettings, state: Dict[str, Any], identity: Dict
 def _summary(settings: SearchSettings, state: Dict[str, Any], points: Dict[str, Tuple[float, float]],
              cost: Callable[[str], float], teacher_value: float, depth: int,
              latency_size: Optional[Sequence[int]]) -> Dict[str, Any]:
-    """What ``search.json`` holds: every scored arch of every stage (Pareto membership: this stage's ``points``),
-    each stage's best and its per-layer gains."""
+    """What ``search.json`` holds: every scored arch of every stage (score, predicted latency, letter counts, Pareto
+    membership: this stage's ``points``), each stage's best and Fig. 7's per-layer gains."""
     key, stages = str(settings.stage), state['stages']
     front = pareto_front(points)
     letters = sorted(set('LWF').union(*(set(a) for st in stages.values() for a in st['scores'])))

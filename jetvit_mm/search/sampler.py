@@ -1,8 +1,5 @@
-"""Single-path sampling for supernet training: the path of iteration i is a pure function of (seed, i).
-
-That makes it identical on every distributed rank and lets a resumed run continue the same sequence
-without storing any random state.
-"""
+"""Single-path sampling for supernet training: the path of iteration i is a pure function of (seed, i), identical on
+every distributed rank and continued by a resumed run without any stored random state."""
 import random
 from typing import Optional, Sequence
 
@@ -14,10 +11,8 @@ class SupernetSampler:
 
     Args:
         search_space: candidate letters per layer (e.g. ``('LW',) * 12``).
-        seed: base seed; the path of iteration ``i`` depends on ``(seed, i)`` only.
         mode: ``'uniform'`` (each layer independently) or ``'budgeted'`` (number of F layers drawn uniformly
             in ``[min_full, max_full]``, then the F layers, then the other layers uniformly among non-F).
-        min_full, max_full: the F budget for ``'budgeted'``.
     """
 
     def __init__(self, search_space: Sequence[str], seed: int = 0, mode: str = 'uniform', min_full: int = 0,

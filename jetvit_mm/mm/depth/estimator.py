@@ -1,12 +1,5 @@
-"""Depth models for mmseg: the DPT head as a decode head, the pseudo-label estimator, the pure JetViTDepthAnything.
-
-- ``DPTDepthHead``: :class:`~jetvit_mm.models.heads.dpt.DPTHead` with mmseg's decode-head interface (``loss``,
-  ``predict``, ``num_classes = out_channels = 1``); its parameters keep the original names, so an mmseg
-  checkpoint's ``decode_head.*`` is an official ``depth_head.*`` renamed.
-- ``JetViTDepthAnything``: the pure backbone + head model (the pseudo-label teacher).
-- ``PseudoLabelDepthEstimator``: mmseg's ``DepthEstimator`` whose training targets are a frozen teacher's
-  disparities on the same augmented batch (no labels needed).
-"""
+"""Depth models for mmseg: the DPT head as a decode head, the pseudo-label estimator, the pure JetViTDepthAnything
+(the pseudo-label teacher)."""
 from typing import Dict, List, Optional, Sequence
 
 import torch
@@ -34,16 +27,12 @@ class DPTDepthHead(DPTHead):
     ``decode_head.*``, or a bare head) loads strictly.
 
     Args:
-        in_channels: the ViT width.
         preset: ``'vits'``/``'vitb'``/``'vitl'``/``'vitg'`` (or a DINOv2 model name): ``features`` and
-            ``out_channels`` of that released size; explicit ``features``/``out_channels`` override it.
-        features, out_channels: the head widths (see :class:`~jetvit_mm.models.heads.dpt.DPTHead`). The decode-head
-            attribute ``out_channels`` mmseg reads stays 1 (one disparity channel).
-        checkpoint: weights loaded at build time.
+            ``out_channels`` of that released size; explicit ``features``/``out_channels`` override it (the
+            decode-head attribute ``out_channels`` mmseg reads stays 1).
         loss_decode: the training loss on disparity; default ``ScaleShiftInvariantLoss``.
         min_depth: ground-truth depths at or below it are invalid (padding, holes) in :meth:`loss_by_feat`.
-        align_corners: bilinear resizes of the prediction (and mmseg's resize back to the original image size):
-            True, as DepthAnythingV2.
+        align_corners: of the prediction's bilinear resizes: True, as DepthAnythingV2.
     """
 
     num_classes = 1
@@ -104,16 +93,10 @@ class DPTDepthHead(DPTHead):
 class PseudoLabelDepthEstimator(DepthEstimator):
     """mmseg's ``DepthEstimator`` trained on a frozen teacher's disparities (DepthAnythingV2's pseudo-label recipe).
 
-    In every training step the teacher (a ``JetViTDepthAnything``, usually the official model) predicts disparity
-    on the same augmented, normalised batch; the student (``backbone`` + ``decode_head``) learns it with the head's
-    scale-and-shift-invariant loss on the image area (padding excluded). Labels in the batch are ignored.
-    Prediction and testing are the plain ``DepthEstimator``'s, so evaluation configs load the checkpoint as is
-    (the ``teacher.*`` weights in it are skipped with a warning).
-
-    Args:
-        teacher: config of the teacher model; built frozen, in eval mode.
-        backbone, decode_head, ...: as ``DepthEstimator`` (``decode_head`` must offer ``disparity_loss``,
-            e.g. ``DPTDepthHead``).
+    The teacher (``teacher``: a ``JetViTDepthAnything`` config, built frozen) predicts disparity on the same augmented
+    batch; the student learns it with the head's ``disparity_loss`` on the image area. Labels are ignored.
+    Prediction and testing are the plain ``DepthEstimator``'s (the checkpoint's ``teacher.*`` weights are skipped
+    with a warning).
     """
 
     def __init__(self, teacher: dict, backbone: dict, decode_head: dict, **kwargs) -> None:

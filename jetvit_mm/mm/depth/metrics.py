@@ -27,13 +27,7 @@ class AffineInvariantDepthMetric(BaseMetric):
     computed per image after a least-squares scale and shift in disparity space, then averaged over images.
 
     The prediction is disparity at the original image size (``pred_depth_map``, as ``DepthEstimator`` returns it);
-    the ground truth is metric depth (``gt_depth_map``). See :func:`affine_invariant_errors`.
-
-    Args:
-        min_depth, max_depth: the dataset's valid depth range (e.g. NYU 1e-3 / 10 m); predictions are clipped to it.
-        min_disparity: aligned disparities are clipped at this value before inversion.
-        space: ``'depth'`` (default, MiDaS) or ``'disparity'`` (the errors of the aligned disparity, as DepthAnything
-            states it reports).
+    the ground truth is metric depth (``gt_depth_map``). The arguments: :func:`affine_invariant_errors`'.
     """
 
     higher_is_better = {'abs_rel': False, 'delta1': True}

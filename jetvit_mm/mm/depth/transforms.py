@@ -20,12 +20,9 @@ class DepthAnythingResize(BaseTransform):
     """DepthAnythingV2's test-time resize of ``img``: short side to ``size`` keeping the aspect ratio, both sides
     rounded to multiples of ``multiple`` (never below ``size``), cv2 bicubic on float pixels (no uint8 rounding).
 
-    ``size=None`` keeps each image's own short side: the original resolution, only rounded to the patch grid
-    (``infer_image(image, input_size=min(h, w))``; DIODE 768x1024 -> 770x1022, Sintel 436x1024 -> 448x1022,
-    Cityscapes 1024x2048 -> 1036x2044), the JetViT paper's protocol for DIODE, Sintel and Cityscapes.
-
-    Ground-truth maps keep their size: the estimator resizes the prediction back to the original image size
-    (bilinear, align_corners=True), where metrics compare. Any image size works, multiples of 14 or not.
+    ``size=None`` keeps each image's own short side, only rounded to the patch grid (DIODE 768x1024 -> 770x1022,
+    Sintel 436x1024 -> 448x1022, Cityscapes 1024x2048 -> 1036x2044): the JetViT paper's protocol. Ground-truth maps
+    keep their size: the estimator resizes the prediction back to the original image size, where metrics compare.
     """
 
     def __init__(self, size: Optional[int] = 518, multiple: int = 14, interpolation: str = 'bicubic') -> None:

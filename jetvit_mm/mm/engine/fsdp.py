@@ -1,16 +1,7 @@
-"""FSDP2 (``torch.distributed.fsdp.fully_shard``) as an mmengine model wrapper.
+"""FSDP2 (``torch.distributed.fsdp.fully_shard``) as an mmengine model wrapper and runner (docs/scale_out.md).
 
-mmengine's own ``FSDPStrategy`` / ``MMFullyShardedDataParallel`` wrap FSDP1, which PyTorch deprecated and which refuses
-a CPU ("FSDP needs a non-CPU accelerator device"). This wrapper shards every transformer block of every JetViT in the
-model (the student supernet and the frozen teacher alike) as its own FSDP2 unit, and the rest of the model (patch
-embeddings, tokens, final norms, heads) as the root unit. Enable it from a config::
-
-    model_wrapper_cfg = dict(type='FSDP2Wrapper', param_dtype='bfloat16', reduce_dtype='float32', cpu_offload=False)
-
-    runner_type = 'FSDP2Runner'
-
-and launch ``torchrun --nproc_per_node=N tools/train.py CONFIG --launcher pytorch`` (gloo on CPU, NCCL on GPU).
-Checkpoints: :class:`~jetvit_mm.mm.checkpoint.fsdp.FSDP2CheckpointHook`.
+mmengine's own ``FSDPStrategy`` / ``MMFullyShardedDataParallel`` wrap FSDP1, which PyTorch deprecated and which
+refuses a CPU.
 """
 from typing import Dict, List, Optional, Union
 
@@ -35,25 +26,17 @@ def _dtype(name: Optional[str], what: str) -> Optional[torch.dtype]:
 
 @MODEL_WRAPPERS.register_module()
 class FSDP2Wrapper(nn.Module):
-    """Shard ``module`` with FSDP2: one unit per transformer block, the remaining parameters in the root unit.
+    """Shard ``module`` with FSDP2: one unit per transformer block of every JetViT, the rest in the root unit.
 
     Args:
-        module: the model (a :class:`~jetvit_mm.mm.models.distiller.FeatureDistiller`, or any model holding JetViTs).
-        param_dtype: dtype the parameters are all-gathered and computed in (``'bfloat16'``; None: their own).
-        reduce_dtype: dtype gradients are reduce-scattered in (``'float32'``).
-        cpu_offload: keep the sharded parameters, gradients and optimizer states in CPU memory
-            (``CPUOffloadPolicy``; the optimizer step then runs on the CPU).
-        reshard_after_forward: free each block's gathered parameters after its forward (ZeRO-3) rather than keep
-            them until the backward (ZeRO-2).
-        check_path: before every training step, check that all ranks hold the same supernet path (a mismatch
-            would hang the collectives of the unit whose candidates differ).
-        checkpoint: runner checkpoints as a ``'full'`` state dict gathered on rank 0 or ``'sharded'`` through
-            ``torch.distributed.checkpoint`` (:mod:`~jetvit_mm.mm.checkpoint.fsdp`).
-        meta_init: build the model on the meta device and load each rank's shard only (:class:`FSDP2Runner`
-            builds it with :func:`~jetvit_mm.mm.models.distiller.build_on_meta`; a model given on the meta device is
-            loaded so whatever this says): no rank ever holds the whole model. Parameters that no checkpoint holds
-            (e.g. the L mixers' kernel generators) are initialised by their module's ``reset_parameters`` with a
-            seed from their name, not from the global random stream.
+        param_dtype / reduce_dtype: dtype of the gathered parameters (None: their own) / of the gradient reduction.
+        cpu_offload: sharded parameters, gradients and optimizer states in CPU memory (the step runs there).
+        reshard_after_forward: free each block's gathered parameters after its forward (ZeRO-3, not ZeRO-2).
+        check_path: check before every step that all ranks hold the same supernet path (else collectives hang).
+        checkpoint: ``'full'`` (gathered on rank 0) or ``'sharded'`` (``torch.distributed.checkpoint``).
+        meta_init: build on the meta device and load each rank's shard only (:class:`FSDP2Runner`; a model given
+            on the meta device is loaded so anyway). Parameters no checkpoint holds are initialised by their
+            module's ``reset_parameters`` with a seed from their name.
         device_ids: accepted for the DDP-style call of ``tools/train.py``'s CPU set-up; unused.
     """
 
@@ -114,11 +97,9 @@ class FSDP2Wrapper(nn.Module):
 
 @RUNNERS.register_module()
 class FSDP2Runner(JetViTRunner):
-    """The runner for an :class:`FSDP2Wrapper` model (``runner_type = 'FSDP2Runner'`` next to the wrapper in the
-    config): the wrapper initialises the weights and syncs them from rank 0 before sharding, where the plain runner
-    would broadcast every (sharded) tensor after; its checkpoints go through
-    :class:`~jetvit_mm.mm.checkpoint.fsdp.FSDP2CheckpointHook`, registered here. The data checks, CPU set-up and
-    safe loading are :class:`~jetvit_mm.mm.engine.runner.JetViTRunner`'s."""
+    """The runner for an :class:`FSDP2Wrapper` model: the wrapper initialises and syncs the weights before sharding
+    (the plain runner would broadcast every sharded tensor after); registers
+    :class:`~jetvit_mm.mm.checkpoint.fsdp.FSDP2CheckpointHook`."""
 
     shards_with_fsdp2 = True
 
@@ -151,8 +132,7 @@ class FSDP2Runner(JetViTRunner):
     def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None, save_optimizer: bool = True,
                         save_param_scheduler: bool = True, meta=None, by_epoch: bool = True, backend_args=None):
         """Gather (or write the shards of) the sharded state on every rank, then let rank 0 write the runner's file
-        (mmengine's ``save_checkpoint`` is master-only; :class:`~jetvit_mm.mm.checkpoint.fsdp.FSDP2CheckpointHook`
-        puts the gathered state in)."""
+        (mmengine's ``save_checkpoint`` is master-only)."""
         if isinstance(self.model, FSDP2Wrapper):
             self.fsdp2_pending = gather_checkpoint_state(self.model, self.optim_wrapper, out_dir, filename,
                                                          save_optimizer)

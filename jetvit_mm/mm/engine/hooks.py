@@ -33,9 +33,7 @@ class SupernetSamplerHook(Hook):
     ``--resume`` continues the same sequence.
 
     Args:
-        mode: ``'uniform'`` or ``'budgeted'`` (see :class:`~jetvit_mm.search.SupernetSampler`).
-        min_full, max_full: F-layer budget for ``'budgeted'``.
-        seed: overrides the runner's seed.
+        mode, min_full, max_full: as :class:`~jetvit_mm.search.SupernetSampler`'s; ``seed`` overrides the runner's.
         log_paths: append ``{"iter", "rank", "arch"}`` lines to ``work_dir/supernet_paths.rank{R}.jsonl``.
     """
 

@@ -29,14 +29,9 @@ PARAMWISE_KEYS = ('layer_decay_rate', 'num_layers')
 
 
 def layer_id(name: str, num_layers: int, backbone_prefix: str = 'backbone.') -> int:
-    """Depth of parameter ``name`` for layer decay: 0 embeddings, ``i + 1`` block ``i``, ``num_layers + 1`` the rest.
-
-    Embeddings are the patch embedding, cls / register / mask tokens and the position embedding. A block's
-    parameters are everything under ``blocks.<i>.`` (supernet candidates ``blocks.<i>.attn.candidates.<L|W|F>.``
-    too). The rest, ``num_layers + 1``, is the backbone's final norm and every parameter outside the backbone
-    (neck, heads). ``backbone_prefix`` is how the backbone's parameter names start in the model ('' if the model
-    is the backbone).
-    """
+    """Depth of parameter ``name`` for layer decay: 0 the embeddings (:data:`EMBEDDING_PARAMS`), ``i + 1`` anything
+    under ``blocks.<i>.`` (supernet candidates too), ``num_layers + 1`` the final norm and everything outside the
+    backbone, whose parameter names start with ``backbone_prefix`` ('' if the model is the backbone)."""
     if not name.startswith(backbone_prefix):
         return num_layers + 1
     parts = name[len(backbone_prefix):].split('.')
@@ -56,12 +51,9 @@ def no_weight_decay(name: str, param: nn.Parameter, backbone_prefix: str = 'back
 
 
 def static_kernel_names(model: nn.Module) -> Set[str]:
-    """Names of the static depthwise kernels of the L mixers' conv on V (``conv='static'``) in ``model``.
-
-    They train without weight decay, like the static kernel of the ``squeeze`` / ``token`` variants (the last bias of
-    their kernel generator, 1-D): every variant starts its conv from the same static kernel (zero by default), so
-    decaying it in one variant only would make the conv ablation compare optimisers as well as convs.
-    """
+    """Names of the static depthwise kernels of the L mixers' conv on V (``conv='static'``) in ``model``: they train
+    without weight decay like the other conv variants' static kernel (a 1-D bias), so the conv ablation compares
+    convs, not optimisers."""
     return {f'{name}.weight' if name else 'weight' for name, module in model.named_modules()
             if isinstance(module, StaticDepthwiseConv)}
 
@@ -81,26 +73,15 @@ def _find_backbone(model: nn.Module) -> Tuple[nn.Module, str]:
 class LayerDecayOptimWrapperConstructor:
     """Optimizer wrapper whose learning rate shrinks geometrically from the heads down to the patch embedding.
 
-    With ``N`` = the backbone's number of blocks (``num_layers``), ``d`` = ``layer_decay_rate`` and
-    :func:`layer_id` giving 0 to the embeddings, ``i + 1`` to block ``i`` and ``N + 1`` to the final norm, the
-    neck and the heads, every parameter trains with::
+    With ``N`` blocks and ``d = layer_decay_rate`` every parameter trains with::
 
         lr = base_lr * d ** (N + 1 - layer_id)
         weight_decay = 0 if no_weight_decay(name) or name in static_kernel_names(model) else base_wd
 
-    so the heads use ``base_lr``, the last block ``base_lr * d`` and the patch embedding ``base_lr * d ** (N + 1)``
-    (ViTDet fine-tunes ViT-B with ``d = 0.7``, ViT-L with 0.8). No weight decay: 1-D parameters (norm weights,
-    biases, LayerScale gammas), the cls / register tokens, the position embedding and the static kernel of the L
-    mixers' conv on V in every conv variant (:func:`static_kernel_names`).
-
-    One param group per (layer, decay) pair, named in torch's ``param_names``; the first group is the heads' (scale
-    1), so the ``lr`` mmengine logs is ``base_lr`` times the schedule. Frozen parameters are left out.
-
-    Args:
-        optim_wrapper_cfg: the ``optim_wrapper`` config (``type``, ``optimizer`` with ``lr`` and usually
-            ``weight_decay``, wrapper options such as ``clip_grad``).
-        paramwise_cfg: ``layer_decay_rate`` (required, in (0, 1]); ``num_layers`` (optional, checked against the
-            backbone's depth, which is used when it is absent).
+    (ViTDet fine-tunes ViT-B with ``d = 0.7``, ViT-L with 0.8). One param group per (layer, decay) pair, named in
+    torch's ``param_names``; the first is the heads' (scale 1), so the ``lr`` mmengine logs is ``base_lr`` times the
+    schedule. Frozen parameters are left out. ``paramwise_cfg``: ``layer_decay_rate`` (required, in (0, 1]),
+    ``num_layers`` (optional, checked against the backbone's depth).
     """
 
     def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg: Optional[dict] = None) -> None:

@@ -1,10 +1,6 @@
-"""The token-mixer registry mirrored into mmengine's ``MODELS``, both ways.
-
-Every type registered in the pure core (:func:`jetvit_mm.models.mixers.register_mixer`, also later, by a plugin
-package a config's ``custom_imports`` imports) is registered in ``MODELS`` under the same name, so
-``MODELS.build(dict(type='WindowAttention', dim=..., num_heads=...))`` works; and a mixer class a plugin registers
-only in ``MODELS`` (``@MODELS.register_module()``) is found by a model's ``mixers=dict(P=dict(type=...))``.
-"""
+"""The token-mixer registry mirrored into mmengine's ``MODELS``, both ways: every core type (also one a plugin
+registers later) is built by ``MODELS.build(dict(type=...))``, and a mixer class registered only in ``MODELS`` is
+found by a model's ``mixers=dict(P=dict(type=...))``."""
 import warnings
 from typing import Optional, Type
 

@@ -23,19 +23,14 @@ def _default_norm_cfg() -> dict:
 class LinearProbeHead(BaseDecodeHead):
     """The DINOv3 linear segmentation probe: Dropout2d -> BatchNorm -> 1x1 conv.
 
-    Reads the backbone map(s) selected by ``in_index`` (the last layer after the final norm by
-    default; several maps are resized and concatenated with ``input_transform='resize_concat'``).
-    The classifier is initialised N(0, 0.01); logits are upsampled bilinearly by the segmentor.
+    Reads the backbone map(s) selected by ``in_index`` (several are resized and concatenated with
+    ``input_transform='resize_concat'``). The classifier is initialised N(0, 0.01).
 
     Args:
-        in_channels: channels of the selected map (a list with ``resize_concat``).
-        num_classes: number of classes.
-        norm_cfg: normalisation before the classifier; default BN, or SyncBN when the process
-            group has more than one rank at build time.
+        norm_cfg: normalisation before the classifier; default BN, or SyncBN when the process group has more than
+            one rank at build time.
         dropout_ratio: Dropout2d probability before the norm (0.1 in the DINOv3 protocol).
-        loss_decode: loss config; default ``mmseg.CrossEntropyLoss`` (scoped, so the head also builds
-            under the mmdet scope).
-        init_cfg: default N(0, 0.01) for the classifier.
+        loss_decode: default ``mmseg.CrossEntropyLoss`` (scoped, so the head also builds under the mmdet scope).
     """
 
     def __init__(self,

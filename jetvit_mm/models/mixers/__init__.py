@@ -1,10 +1,6 @@
 """Token mixers: registered classes a model declares as letters (default: L linear attention + conv on V, W window
-attention, F full attention).
-
-Every mixer keeps the contract of :mod:`~jetvit_mm.models.mixers.base` and is called as
-``mixer(x, grid_size, rope=None)``. Types are registered by name (:func:`register_mixer`); a model's ``mixers=``
-table (:class:`MixerTable`) maps its letters to types and options, and the lookup from a letter to a class happens
-there, once, when the model is built.
+attention, F full attention), each keeping the contract of :mod:`~jetvit_mm.models.mixers.base`. A model's
+``mixers=`` table (:class:`MixerTable`) maps its letters to classes and options, once, when the model is built.
 """
 from typing import Any, Dict, Iterable, Optional, Type
 
@@ -54,24 +50,11 @@ def validate_arch(arch: str, depth: Optional[int] = None, letters: Optional[Iter
     return arch
 
 
-def build_mixer(
-        letter: str,
-        dim: int,
-        num_heads: int,
-        qkv_bias: bool = True,
-        proj_bias: bool = True,
-        num_prefix_tokens: int = 1,
-        rotate_half: bool = True,
-        attn_drop: float = 0.,
-        proj_drop: float = 0.,
-        mixers: Optional[Dict[str, Dict[str, Any]]] = None,
-) -> nn.Module:
-    """Build the mixer for ``letter`` of the table ``mixers`` (default: L, W, F; options are set there, e.g.
-    ``mixers=default_mixers(W=dict(window_size=8))``).
-
-    Every declared letter is checked (options and contract), whatever ``letter``, so a typo never hides behind an
-    arch without L or W layers until a search or a later arch reaches one.
-    """
+def build_mixer(letter: str, dim: int, num_heads: int, qkv_bias: bool = True, proj_bias: bool = True,
+                num_prefix_tokens: int = 1, rotate_half: bool = True, attn_drop: float = 0., proj_drop: float = 0.,
+                mixers: Optional[Dict[str, Dict[str, Any]]] = None) -> nn.Module:
+    """Build the mixer for ``letter`` of the table ``mixers`` (e.g. ``default_mixers(W=dict(window_size=8))``).
+    Every declared letter is checked, whatever ``letter``, so a typo never hides behind an arch that lacks it."""
     table = MixerTable.from_args(mixers)
     common = dict(dim=dim, num_heads=num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias,
                   num_prefix_tokens=num_prefix_tokens, rotate_half=rotate_half, attn_drop=attn_drop,
@@ -80,9 +63,7 @@ def build_mixer(
     return table.build(letter, **common)
 
 
-__all__ = [
-    'CONV_VARIANTS', 'COMMON_ARGS', 'DEFAULT_MIXERS', 'INHERITS', 'MIXERS', 'MIXER_REGISTRY',
-    'FullAttention', 'LinearAttention', 'MixerContractError', 'MixerEntry', 'MixerRegistry', 'MixerTable',
-    'SqueezeDynamicConv', 'StaticDepthwiseConv', 'TokenDynamicConv', 'TokenMixer', 'WindowAttention', 'build_mixer',
-    'default_mixers', 'get_mixer_cls', 'option_name', 'register_mixer', 'validate_arch',
-]
+__all__ = ['CONV_VARIANTS', 'COMMON_ARGS', 'DEFAULT_MIXERS', 'INHERITS', 'MIXERS', 'MIXER_REGISTRY', 'FullAttention',
+           'LinearAttention', 'MixerContractError', 'MixerEntry', 'MixerRegistry', 'MixerTable', 'SqueezeDynamicConv',
+           'StaticDepthwiseConv', 'TokenDynamicConv', 'TokenMixer', 'WindowAttention', 'build_mixer',
+           'default_mixers', 'get_mixer_cls', 'option_name', 'register_mixer', 'validate_arch']

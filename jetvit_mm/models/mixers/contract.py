@@ -79,12 +79,8 @@ def _check_projections(what: str, mixer: nn.Module, dim: int, qkv_bias: bool, pr
 def probe_mixer(letter: str, type_name: str, mixer: nn.Module, dim: int, num_prefix_tokens: int,
                 qkv_bias: bool, proj_bias: bool, rope_dim: Optional[int]) -> None:
     """Call ``mixer`` once on ``[1, prefix + 2 * 3, dim]`` tokens (with a RoPE table when ``rope_dim``, the head
-    dim, is given) on its own device (the meta device works) and check its projections and output shape.
-
-    Gradients are recorded, so that the mixers' reference (torch) paths run: no kernel is compiled here. The call
-    runs outside the caller's ``torch.inference_mode()``; a mixer built under it (inference-tensor parameters,
-    which autograd cannot save) is called without recording gradients: the caller's context, not the mixer's fault.
-    """
+    dim, is given) on its own device and check its projections and output shape. Gradients are recorded, so that
+    the torch paths run (no kernel compiles), except for a mixer built under ``torch.inference_mode()``."""
     what = _what(letter, type_name)
     if getattr(mixer, 'inherits', None) == 'qkv_proj':
         _check_projections(what, mixer, dim, qkv_bias, proj_bias)

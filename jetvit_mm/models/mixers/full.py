@@ -16,26 +16,13 @@ class FullAttention(TokenMixer):
     ``EvaAttention`` (DINOv3): patch tokens rotated, prefix tokens not.
     """
 
-    def __init__(
-            self,
-            dim: int,
-            num_heads: int,
-            qkv_bias: bool = True,
-            proj_bias: bool = True,
-            num_prefix_tokens: int = 1,
-            rotate_half: bool = True,
-            attn_drop: float = 0.,
-            proj_drop: float = 0.,
-    ) -> None:
+    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True, proj_bias: bool = True,
+                 num_prefix_tokens: int = 1, rotate_half: bool = True, attn_drop: float = 0.,
+                 proj_drop: float = 0.) -> None:
         super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         self.attn_drop = nn.Dropout(attn_drop)
 
-    def forward(
-            self,
-            x: torch.Tensor,
-            grid_size: Tuple[int, int],
-            rope: Optional[torch.Tensor] = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Mix ``x`` (``[B, N, D]``) with softmax attention; ``rope`` is ``(h * w, 2 * head_dim)`` or None."""
         B, N, D = x.shape
         check_num_tokens(N, self.num_prefix_tokens, grid_size)

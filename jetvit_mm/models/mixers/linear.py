@@ -26,10 +26,8 @@ PRECISIONS = ('fp32', 'mixed')
 
 
 def focused_relu(x: torch.Tensor, power: float, eps: float) -> torch.Tensor:
-    """FLatten's focused feature map: ``relu(x) + eps`` raised to ``power``, rescaled to keep its norm.
-
-    The power is taken of ``x / max(x)`` (scale-free in value), so large inputs cannot overflow.
-    """
+    """FLatten's focused feature map: ``relu(x) + eps`` raised to ``power``, rescaled to keep its norm (the power of
+    ``x / max(x)``, so large inputs cannot overflow)."""
     x = F.relu(x) + eps
     norm = x.norm(dim=-1, keepdim=True)
     x = (x / x.amax(dim=-1, keepdim=True)) ** power
@@ -49,37 +47,18 @@ class LinearAttention(TokenMixer):
     added to the patch tokens only, before ``proj``; ``kernel_init='zero'`` (default) starts it at exactly zero,
     ``'trunc_normal'`` with a small random static kernel (see ``squeeze_conv``).
 
-    ``kernel`` (a deployment switch; the paths and when each runs: :mod:`~jetvit_mm.models.mixers.kernels.dispatch`):
-    ``'torch'`` is this class's :meth:`linear_attention`, rounding as ``precision`` says; the fused paths
-    (``'compile'``, ``'triton'``) keep their elementwise math and every sum in fp32 and give the matmuls bf16 operands
-    for bf16 inputs, fp32 ones otherwise, whatever ``precision``: within bf16 rounding of the fp32 result.
-
-    There is no attention matrix to drop out, so ``attn_drop`` must be 0.
+    ``kernel``: a deployment switch (:mod:`~jetvit_mm.models.mixers.kernels.dispatch`); ``'torch'`` is
+    :meth:`linear_attention`, the fused paths ignore ``precision``. No attention matrix: ``attn_drop`` must be 0.
     """
 
     deployment_options = ('precision', 'kernel')  # where bf16 rounds, which implementation runs: the same math
     init_options = ('kernel_init',)  # how the conv starts: trained weights compute the same either way
 
-    def __init__(
-            self,
-            dim: int,
-            num_heads: int,
-            qkv_bias: bool = True,
-            proj_bias: bool = True,
-            num_prefix_tokens: int = 1,
-            rotate_half: bool = True,
-            attn_drop: float = 0.,
-            proj_drop: float = 0.,
-            conv: str = 'squeeze',
-            kernel_size: int = 3,
-            reduction: int = 8,
-            focusing: Optional[float] = None,
-            rope_numerator: bool = True,
-            eps: float = 1e-6,
-            precision: str = 'fp32',
-            kernel_init: str = 'zero',
-            kernel: str = 'auto',
-    ) -> None:
+    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True, proj_bias: bool = True,
+                 num_prefix_tokens: int = 1, rotate_half: bool = True, attn_drop: float = 0., proj_drop: float = 0.,
+                 conv: str = 'squeeze', kernel_size: int = 3, reduction: int = 8, focusing: Optional[float] = None,
+                 rope_numerator: bool = True, eps: float = 1e-6, precision: str = 'fp32', kernel_init: str = 'zero',
+                 kernel: str = 'auto') -> None:
         super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         if attn_drop != 0.:
             raise ValueError(f'LinearAttention has no attention matrix to drop out: attn_drop must be 0, '
@@ -108,13 +87,8 @@ class LinearAttention(TokenMixer):
             return dtype
         return torch.float32
 
-    def linear_attention(
-            self,
-            q: torch.Tensor,
-            k: torch.Tensor,
-            v: torch.Tensor,
-            rope: Optional[torch.Tensor] = None,
-    ) -> torch.Tensor:
+    def linear_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         rope: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Normalised linear attention on ``[B, H, N, head_dim]`` tensors (autocast off), in :meth:`compute_dtype`."""
         dtype = self.compute_dtype(q.dtype)
         # the meta device has no autocast state of its own (a model built there to count its parameters)
@@ -129,12 +103,7 @@ class LinearAttention(TokenMixer):
             numerator = q @ (k.transpose(-2, -1) @ v)  # [B, H, N, head_dim]
             return numerator / (denominator + self.eps)
 
-    def forward(
-            self,
-            x: torch.Tensor,
-            grid_size: Tuple[int, int],
-            rope: Optional[torch.Tensor] = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Mix ``x`` (``[B, N, D]``); ``rope`` is ``(h * w, 2 * head_dim)`` or None."""
         B, N, D = x.shape
         P = self.num_prefix_tokens
@@ -193,10 +162,9 @@ class LinearAttention(TokenMixer):
 
     def exported_attend(self, x: torch.Tensor, grid_size: Tuple[int, int],
                         rope: Optional[torch.Tensor]) -> torch.Tensor:
-        """What :meth:`attend` computes on the torch path, before ``proj``, from the mixer input ``x`` (``[B, N, D]``),
-        in the form the export traces: q, k and v from :meth:`projections` (no ``[B, N, 3 D]`` tensor is split or
-        copied), made head-major by one transpose each; the conv term from V's patch tokens, added to a zero-padded
-        copy (a pad and an add, not a scatter into a copy of the output)."""
+        """What :meth:`attend` computes on the torch path, before ``proj``, from the mixer input ``x``, in the form the
+        export traces: q, k, v from :meth:`projections` (no ``[B, N, 3 D]`` split), the conv term padded and added
+        (not scattered into a copy of the output)."""
         B, N, D = x.shape
         h, w = grid_size
         P, H, C = self.num_prefix_tokens, self.num_heads, self.head_dim

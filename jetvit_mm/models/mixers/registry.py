@@ -1,9 +1,8 @@
 """The mixer registry: type name -> token-mixer class, plain Python (no OpenMMLab).
 
-A model's letters name registered types (``mixers=dict(P=dict(type='PooledAttention', pool_size=2))``). Another
-package adds a type with :func:`register_mixer`; importing that package (a config's ``custom_imports``) is all it
-takes. The OpenMMLab adapter mirrors every registration into mmengine's ``MODELS`` (:meth:`MixerRegistry.subscribe`)
-and lets a class registered only there be found here (:meth:`MixerRegistry.add_resolver`).
+Another package adds a type with :func:`register_mixer`; importing it (a config's ``custom_imports``) is all it
+takes. The OpenMMLab adapter mirrors registrations into mmengine's ``MODELS`` and back (:meth:`MixerRegistry.subscribe`,
+:meth:`MixerRegistry.add_resolver`).
 """
 from typing import Callable, Dict, List, Optional, Type
 
@@ -68,11 +67,8 @@ MIXER_REGISTRY = MixerRegistry()
 
 
 def register_mixer(cls: Optional[MixerClass] = None, *, name: Optional[str] = None, force: bool = False):
-    """Register a token-mixer class, as a decorator (``@register_mixer`` or ``@register_mixer(name='X')``) or a call.
-
-    The class must keep the mixer contract (:mod:`jetvit_mm.models.mixers.base`); a model checks it when it is
-    built with the class as one of its letters.
-    """
+    """Register a token-mixer class, as a decorator (``@register_mixer`` or ``@register_mixer(name='X')``) or a call;
+    a model checks the mixer contract (:mod:`jetvit_mm.models.mixers.base`) when built with it as a letter."""
     if cls is None:
         return lambda c: MIXER_REGISTRY.register(c, name, force)
     return MIXER_REGISTRY.register(cls, name, force)

@@ -14,30 +14,21 @@ def check_num_tokens(num_tokens: int, num_prefix_tokens: int, grid_size: Tuple[i
     """Raise ValueError unless ``num_tokens == num_prefix_tokens + h * w``."""
     h, w = grid_size
     if num_tokens != num_prefix_tokens + h * w:
-        raise ValueError(
-            f'got {num_tokens} tokens, expected num_prefix_tokens + h * w = {num_prefix_tokens} + {h} * {w} '
-            f'= {num_prefix_tokens + h * w} for grid_size={tuple(grid_size)}'
-        )
+        raise ValueError(f'got {num_tokens} tokens, expected num_prefix_tokens + h * w = {num_prefix_tokens} + {h} * '
+                         f'{w} = {num_prefix_tokens + h * w} for grid_size={tuple(grid_size)}')
 
 
 def check_rope(rope: torch.Tensor, num_patches: int, head_dim: int) -> None:
     """Raise ValueError unless ``rope`` ends in ``(num_patches, 2 * head_dim)``."""
     if rope.dim() < 2 or tuple(rope.shape[-2:]) != (num_patches, 2 * head_dim):
-        raise ValueError(
-            f'rope must have shape (h * w, 2 * head_dim) = ({num_patches}, {2 * head_dim}) '
-            f'([sin, cos] per patch), got {tuple(rope.shape)}'
-        )
+        raise ValueError(f'rope must have shape (h * w, 2 * head_dim) = ({num_patches}, {2 * head_dim}) '
+                         f'([sin, cos] per patch), got {tuple(rope.shape)}')
 
 
 def rope_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool = True) -> torch.Tensor:
-    """``rope`` (``(h * w, 2 * head_dim)``, ``[sin, cos]``) made ready for :func:`apply_rope_table` on all tokens.
-
-    Prefix rows are the identity (sin 0, cos 1), so no token slicing and re-concatenation is needed; with
-    ``rotate_half`` the sign of rotate-half (``[-x2, x1]``) is moved into the sin table, so the rotated tensor is a
-    plain half swap. Both are exact: ``x * 1 + y * 0 == x`` and ``(-a) * b == a * (-b)`` in floating point.
-    Without ``rotate_half`` (interleaved pairs) the sign stays in timm's rotation, not in the table: a rotation that
-    takes its partner's sign from the table (the fast paths' ``kernels.linear_fused.rotate``) needs
-    ``kernels.linear_fused.rotation_table``, which folds it for both layouts.
+    """``rope`` made ready for :func:`apply_rope_table` on all tokens: identity rows (sin 0, cos 1) for the prefix,
+    and with ``rotate_half`` the sign of ``[-x2, x1]`` moved into the sin table (both exact). Interleaved pairs keep
+    the sign in timm's rotation (``kernels.linear_fused.rotation_table`` folds it for both layouts).
     """
     if num_prefix_tokens:
         identity = torch.cat([rope.new_zeros(num_prefix_tokens, rope.shape[-1] // 2),
@@ -51,11 +42,8 @@ def rope_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool = T
 
 
 def apply_rope_table(x: torch.Tensor, table: torch.Tensor, rotate_half: bool = True) -> torch.Tensor:
-    """RoPE on every token of ``x`` (``[..., N, head_dim]``) with a :func:`rope_table`; result in ``x.dtype``.
-
-    The same values as timm's ``apply_rot_embed_cat`` on the patch tokens (computed with the table's precision and
-    cast back), prefix tokens unchanged.
-    """
+    """RoPE on every token of ``x`` (``[..., N, head_dim]``) with a :func:`rope_table`, in ``x.dtype``: timm's
+    ``apply_rot_embed_cat`` on the patch tokens, prefix tokens unchanged."""
     if tuple(table.shape[-2:]) != (x.shape[-2], 2 * x.shape[-1]):
         raise ValueError(f'rope table must have shape (num_tokens, 2 * head_dim) = ({x.shape[-2]}, '
                          f'{2 * x.shape[-1]}), got {tuple(table.shape)}')
@@ -73,18 +61,10 @@ def rotate_with_table(x: torch.Tensor, table: torch.Tensor, rotate_half: bool = 
     return (x * cos + torch.cat([x2, x1], dim=-1) * sin).to(x.dtype)
 
 
-def rotate_query_key(
-        q: torch.Tensor,
-        k: torch.Tensor,
-        rope: torch.Tensor,
-        num_prefix_tokens: int,
-        rotate_half: bool = True,
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """RoPE on the patch tokens of ``q`` and ``k`` (``[B, H, N, head_dim]``) with one :func:`rope_table`.
-
-    The caller's un-rotated ``q`` and ``k`` stay alive during the call: fine for views of ``qkv`` (F, W); the
-    linear mixer, whose ``phi(q)`` is a fresh tensor, rotates them one at a time itself.
-    """
+def rotate_query_key(q: torch.Tensor, k: torch.Tensor, rope: torch.Tensor, num_prefix_tokens: int,
+                     rotate_half: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+    """RoPE on the patch tokens of ``q`` and ``k`` (``[B, H, N, head_dim]``) with one :func:`rope_table`; both
+    un-rotated inputs stay alive (fine for views of ``qkv``; the L mixer rotates one at a time itself)."""
     check_rope(rope, q.shape[-2] - num_prefix_tokens, q.shape[-1])
     table = rope_table(rope, num_prefix_tokens, rotate_half)
     return apply_rope_table(q, table, rotate_half), apply_rope_table(k, table, rotate_half)

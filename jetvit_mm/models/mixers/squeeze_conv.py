@@ -3,12 +3,9 @@
 Every variant maps ``v`` of shape ``[B, D, h, w]`` to ``[B, D, h, w]`` with one ``k x k`` kernel per channel, zero
 padding and no bias (a conv bias would shift only the patch tokens, and the dynamic variants generate kernels only).
 
-Init (``kernel_init``): the static kernel is zero by default, so at step 0 the conv branch adds nothing (docs/
-method.md: new parts must not disturb the inherited model); its gradient is non-zero, so it moves at the first step.
-``'trunc_normal'`` draws it from ``trunc_normal(std=0.02)`` instead (no identity term: the branch then perturbs the
-output by a few percent of V). The dynamic variants hold that static kernel in the bias of their generator's last
-Linear and zero its weight, so at init they equal the static conv exactly; the first generator Linear keeps a small
-random init (were it zero too, every generator gradient would stay zero and the dynamic conv never leave the static).
+Init (``kernel_init``, docs/method.md): the static kernel starts at zero (``'trunc_normal'``: std 0.02), so the conv
+branch adds nothing at step 0; the dynamic variants hold it in the bias of their generator's last Linear, whose
+weight is zero, so at init they equal the static conv exactly.
 """
 import math
 from typing import Optional, Tuple
@@ -123,10 +120,8 @@ def depthwise_per_image(v: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
 
 def squeeze_conv_tokens(v: torch.Tensor, grid_size: Tuple[int, int], fc1_weight: torch.Tensor,
                         fc2_weight: torch.Tensor, fc2_bias: torch.Tensor) -> torch.Tensor:
-    """:class:`SqueezeDynamicConv` of the patch tokens' values ``v`` (``[B, h * w, D]``, any strides, e.g. a view
-    of the qkv output) as one pure function of its weights, ``[B, h * w, D]``: the same values as the module, in a
-    form the L mixer's fast paths compile. Compiled, the mean over the tokens becomes one vectorised pass; eager,
-    a bf16 mean over a strided V costs more than the conv itself."""
+    """:class:`SqueezeDynamicConv` of the patch tokens' values ``v`` (``[B, h * w, D]``, any strides) as one pure
+    function of its weights, which the L mixer's fast paths compile (the mean over the tokens one vectorised pass)."""
     B, _, D = v.shape
     h, w = grid_size
     k = math.isqrt(fc2_bias.numel() // D)
@@ -136,9 +131,8 @@ def squeeze_conv_tokens(v: torch.Tensor, grid_size: Tuple[int, int], fc1_weight:
 
 
 def per_image_depthwise_conv(v: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
-    """Depthwise conv of each image with its own kernels (``v`` ``[B, D, h, w]``, ``kernels`` ``[B, D, k, k]``, zero
-    padding): the squeeze conv's values as a sum of ``k * k`` shifted products, with no grouped conv whose group
-    count depends on the batch, so batch and grid may be symbolic (``torch.export``, ONNX)."""
+    """:func:`depthwise_per_image` as a sum of ``k * k`` shifted products (no grouped conv whose group count depends
+    on the batch), so batch and grid may be symbolic (``torch.export``, ONNX)."""
     B, D, h, w = v.shape
     k = kernels.shape[-1]
     padded = F.pad(v, (k // 2,) * 4)

@@ -32,16 +32,9 @@ def check_window_size(window_size: Any) -> None:
                          f'{window_size!r} ({type(window_size).__name__}); e.g. window_size=16')
 
 
-def window_attention(
-        qkv: torch.Tensor,
-        grid_size: Tuple[int, int],
-        window: Tuple[int, int],
-        num_heads: int,
-        num_prefix_tokens: int,
-        rope: Optional[torch.Tensor] = None,
-        rotate_half: bool = True,
-        dropout_p: float = 0.,
-) -> torch.Tensor:
+def window_attention(qkv: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int], num_heads: int,
+                     num_prefix_tokens: int, rope: Optional[torch.Tensor] = None, rotate_half: bool = True,
+                     dropout_p: float = 0.) -> torch.Tensor:
     """Window attention with global prefix tokens on ``qkv`` (``[B, N, 3 * D]``, the qkv Linear's output): heads
     merged, before ``proj``, ``[B, N, D]``: the torch path."""
     B, N, D3 = qkv.shape
@@ -76,27 +69,15 @@ class WindowAttention(TokenMixer):
     the window are zero-padded and the padded keys masked out. A grid side shorter than the window uses one window
     of that side's length (the same result as padding, without the wasted work).
 
-    ``kernel`` (a deployment switch; the paths and when each runs: :mod:`~jetvit_mm.models.mixers.kernels.dispatch`):
-    ``'torch'`` (the reference), ``'compile'`` (:mod:`~jetvit_mm.models.mixers.kernels.window_compiled`), ``'flex'``
-    (FlexAttention over a window-major token order) or ``'auto'``. Attention dropout, like training on any path but
-    ``'flex'`` on CUDA, runs the torch path; the choice is resolved once per device, dtype, grad and train/eval mode.
+    ``kernel``: a deployment switch (:mod:`~jetvit_mm.models.mixers.kernels.dispatch`). Attention dropout, like
+    training on any path but ``'flex'`` on CUDA, runs the torch path.
     """
 
     deployment_options = ('kernel',)
 
-    def __init__(
-            self,
-            dim: int,
-            num_heads: int,
-            qkv_bias: bool = True,
-            proj_bias: bool = True,
-            num_prefix_tokens: int = 1,
-            rotate_half: bool = True,
-            attn_drop: float = 0.,
-            proj_drop: float = 0.,
-            window_size: int = 16,
-            kernel: str = 'auto',
-    ) -> None:
+    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True, proj_bias: bool = True,
+                 num_prefix_tokens: int = 1, rotate_half: bool = True, attn_drop: float = 0., proj_drop: float = 0.,
+                 window_size: int = 16, kernel: str = 'auto') -> None:
         super().__init__(dim, num_heads, qkv_bias, proj_bias, num_prefix_tokens, rotate_half, proj_drop)
         check_window_size(window_size)
         self.window_size = window_size
@@ -104,12 +85,7 @@ class WindowAttention(TokenMixer):
         self.attn_drop = nn.Dropout(attn_drop)
         self._kernel_paths = {}  # (kernel, device, qkv dtype, grad enabled, dropout, large input) -> path
 
-    def forward(
-            self,
-            x: torch.Tensor,
-            grid_size: Tuple[int, int],
-            rope: Optional[torch.Tensor] = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, grid_size: Tuple[int, int], rope: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Mix ``x`` (``[B, N, D]``) with window attention; ``rope`` is ``(h * w, 2 * head_dim)`` or None."""
         B, N, D = x.shape
         P = self.num_prefix_tokens

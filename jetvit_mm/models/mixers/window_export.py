@@ -2,13 +2,8 @@
 windows for a fixed one.
 
 The windowed formulation reshapes tokens by the number of windows, which ``torch.export`` traces only with guards
-that fix the grid. Here every query attends over all tokens with a boolean mask built from the grid with tensor ops
-(a patch query sees the prefix and its own window, a prefix query everything): the same keys as
-:func:`~jetvit_mm.models.mixers.window.window_attention`, so the same values up to fp32 rounding, at full
-attention's cost. At a fixed grid (:func:`~jetvit_mm.models.tracing.fixed_grid_export`)
-:func:`fixed_grid_window_attention` keeps the windows, in the operations a graph runtime runs fastest: q, k and v
-from their own projections, RoPE in token-major layout, each windowed by one transpose, the prefix keys and values
-put in front of every window by one concat, no scatter.
+that fix the grid; the masked form sees the same keys at full attention's cost (docs/deploy.md). At a fixed grid
+:func:`fixed_grid_window_attention` keeps the windows, each cut by one transpose, the prefix in front by one concat.
 """
 from typing import Optional, Tuple
 

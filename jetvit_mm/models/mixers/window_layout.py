@@ -19,17 +19,10 @@ def window_blocks(grid: torch.Tensor, window: Tuple[int, int]) -> torch.Tensor:
     return blocks.flatten(n + 2, n + 3)
 
 
-def window_partition(
-        x: torch.Tensor,
-        grid_size: Tuple[int, int],
-        window: Tuple[int, int],
-        prefix: Optional[torch.Tensor] = None,
-) -> torch.Tensor:
-    """Split patch tokens ``[B, H, h * w, C]`` into zero-padded windows ``[B * num_windows, H, P + wh * ww, C]``.
-
-    ``prefix`` (``[B, H, P, C]``, or None for P = 0) is put in front of every window. The windows are written into
-    one new tensor (a single copy of ``x``, whatever the padding and prefix), which keeps W's peak memory at F's.
-    """
+def window_partition(x: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int],
+                     prefix: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Split patch tokens ``[B, H, h * w, C]`` into zero-padded windows ``[B * num_windows, H, P + wh * ww, C]``,
+    ``prefix`` (``[B, H, P, C]`` or None) in front of each: one new tensor, which keeps W's peak memory at F's."""
     B, H, _, C = x.shape
     (h, w), (wh, ww) = grid_size, window
     nh, nw = -(-h // wh), -(-w // ww)
@@ -52,13 +45,8 @@ def window_merge(x: torch.Tensor, batch: int, grid_size: Tuple[int, int], window
     return x.reshape(batch, h * w, H * C)
 
 
-def window_key_mask(
-        batch: int,
-        grid_size: Tuple[int, int],
-        window: Tuple[int, int],
-        num_prefix_tokens: int,
-        device: torch.device,
-) -> Optional[torch.Tensor]:
+def window_key_mask(batch: int, grid_size: Tuple[int, int], window: Tuple[int, int], num_prefix_tokens: int,
+                    device: torch.device) -> Optional[torch.Tensor]:
     """Boolean key mask ``[B * num_windows, 1, 1, P + wh * ww]`` (True = attend), None without padding."""
     (h, w), (wh, ww) = grid_size, window
     if h % wh == 0 and w % ww == 0:

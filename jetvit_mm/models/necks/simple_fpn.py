@@ -29,16 +29,9 @@ def _rescale(dim: int, scale: float) -> Tuple[nn.Module, int]:
 class SimpleFeaturePyramid(nn.Module):
     """From the last ViT map (stride ``patch``) build one map per ``scale_factors`` (default strides 4/8/16/32).
 
-    Each level: rescale (deconvs / identity / max-pool), then 1x1 conv + LayerNorm2d and 3x3 conv +
-    LayerNorm2d to ``out_channels`` (no conv bias, as ViTDet). ``num_outs`` > levels adds max-pooled
-    levels on top (ViTDet's P6 for the RPN).
-
-    Args:
-        in_channels: channels of the backbone map.
-        out_channels: channels of every pyramid level.
-        scale_factors: up/down-sampling per level relative to the input map.
-        num_outs: number of returned levels (>= len(scale_factors)).
-        in_index: which of the backbone's outputs to use (default the last).
+    Each level: rescale (deconvs / identity / max-pool), then 1x1 conv + LayerNorm2d and 3x3 conv + LayerNorm2d to
+    ``out_channels`` (no conv bias, as ViTDet). ``num_outs`` > levels adds max-pooled levels on top (ViTDet's P6 for
+    the RPN); ``in_index``: which of the backbone's outputs to use (default the last).
     """
 
     def __init__(self, in_channels: int, out_channels: int = 256,

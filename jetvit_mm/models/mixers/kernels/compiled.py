@@ -2,9 +2,7 @@
 per shape, each created on first use.
 
 dynamo keeps what it compiled per code object and, past ``recompile_limit`` (8) variants, runs the function eagerly
-with one warning: multi-scale training, sliding-window inference or a search over sizes would pass it, and for W's
-FlexAttention the eager form holds the ``[B, H, Q, KV]`` scores (3.2 GB in fp32 per layer at 1024x2048). A copy per
-shape has a code object of its own, so each sees a few variants (dtype, grad mode) whatever the number of shapes.
+(for W's FlexAttention holding the ``[B, H, Q, KV]`` scores); a copy per shape has a code object of its own.
 """
 import types
 from typing import Callable, Dict, Hashable, Tuple

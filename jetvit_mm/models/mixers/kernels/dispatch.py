@@ -6,13 +6,8 @@
 - ``'flex'`` (W only): FlexAttention with a window + global-prefix block mask (compiled; fast on CUDA).
 - ``'auto'`` (default): the fastest path for the device and dtype, the torch path where the others are absent.
 
-Training (autograd enabled): L ``'triton'`` has a Triton backward (ReLU features; focused ReLU trains on the torch
-path) and W ``'flex'`` FlexAttention's own on CUDA, so ``'auto'`` keeps them there; ``'compile'`` is an inference
-path, the torch path runs in its place. Under a tensor-dispatch mode (FakeTensorMode, FLOP counters, tracing) the
-torch path runs. Inside a user's own torch.compile, L's Triton kernels stay in the graph as the custom op
-``jetvit::linear_attention_triton``; otherwise the fused torch formulation (L), FlexAttention (W on CUDA, its block
-mask built outside the graph) or the padded-key windows (W elsewhere) are traced inline. A mixer resolves its path
-once per device, dtype, grad mode (and for ``'auto'`` on the CPU, input size) with :func:`resolve_once`.
+Which path trains, and what runs inside a user's torch.compile: docs/benchmarks.md; the rules are the two
+``select_*_kernel`` functions below.
 """
 from typing import Callable, Dict, Hashable, Tuple
 
@@ -109,9 +104,8 @@ def select_window_kernel(requested: str, device: torch.device, numel: int, needs
 
 
 def resolve_once(cache: Dict[Hashable, str], key: Hashable, resolve: Callable[[], str]) -> str:
-    """``cache[key]``, filled by ``resolve()`` on first use: a mixer's kernel choice per (kernel option, device,
-    dtype, grad enabled, ...), so that a forward reads one dict entry. Not cached while torch.compile or
-    torch.export traces, nor under a tensor-dispatch mode (the choice there differs and costs nothing at run time)."""
+    """``cache[key]``, filled by ``resolve()`` on first use, so that a forward reads one dict entry. Not cached while
+    torch.compile or torch.export traces, nor under a tensor-dispatch mode (the choice there differs)."""
     if torch.compiler.is_compiling() or exporting() or is_in_torch_dispatch_mode():
         return resolve()
     path = cache.get(key)

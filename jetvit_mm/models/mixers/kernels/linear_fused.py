@@ -1,12 +1,9 @@
 """The L core as one pure function of ``qkv``: what torch.compile fuses (CPU) and what the Triton kernels compute.
 
-Same semantics as :meth:`LinearAttention.linear_attention` plus the conv term: phi = ReLU (or the focused ReLU),
-``den_i = phi(q_i) . sum_j phi(k_j)`` with un-rotated features, ``num_i = R_i phi(q_i) . sum_j R_j phi(k_j) v_j^T``
-(RoPE in the numerator only), ``out = num / (den + eps)``, plus ``conv`` on the patch tokens. Elementwise work and
-every sum are fp32; the two matmuls take bf16 operands for bf16 inputs (fp32 accumulation) and fp32 operands
-otherwise (fp16 inputs keep an fp32 core: ``phi(q) z`` can exceed fp16's range). The division is applied to the
-query rows before the second matmul (``(R_i phi(q_i) / (den_i + eps)) S``: the same value, one rounding earlier
-in bf16), so that nothing but the matmul's output and the conv term is read after it.
+Same semantics as :meth:`LinearAttention.linear_attention` plus the conv term. Elementwise work and every sum are
+fp32; the two matmuls take bf16 operands for bf16 inputs and fp32 ones otherwise. The division is applied to the
+query rows before the second matmul (the same value, one rounding earlier in bf16), so that nothing but the
+matmul's output and the conv term is read after it.
 """
 import weakref
 from typing import Dict, Optional, Tuple
@@ -22,12 +19,9 @@ _TABLES: Dict[Tuple, Tuple[weakref.ref, int, torch.Tensor]] = {}  # per RoPE emb
 
 def rotation_table(rope: torch.Tensor, num_prefix_tokens: int, rotate_half: bool,
                    dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """``[num_prefix_tokens + h * w, 2 * head_dim]`` table ``[sin', cos]`` for :func:`rotate` (fp32, or rounded to
-    ``dtype``: the Triton kernels read a bf16 table for bf16 inputs, half the bytes): each feature's sin carries the
-    sign its partner (the other half, or the other element of its pair) enters with; prefix rows are the identity.
-
-    Outside torch.compile the table is kept while ``rope`` (the model's cached embed) lives unchanged: every L layer
-    of every forward at that grid reuses it."""
+    """``[num_prefix_tokens + h * w, 2 * head_dim]`` table ``[sin', cos]`` for :func:`rotate` in ``dtype``: each
+    feature's sin carries the sign its partner enters with; prefix rows are the identity. Outside torch.compile it is
+    kept while ``rope`` (the model's cached embed) lives unchanged: every L layer at that grid reuses it."""
     if torch.compiler.is_compiling():
         return _rotation_table(rope, num_prefix_tokens, rotate_half).to(dtype)
     key = (id(rope), num_prefix_tokens, rotate_half, dtype)
@@ -106,16 +100,9 @@ def operand_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.bfloat16 if dtype == torch.bfloat16 else torch.float32
 
 
-def fused_linear_attention(
-        qkv: torch.Tensor,
-        table: Optional[torch.Tensor],
-        conv: Optional[torch.Tensor],
-        num_heads: int,
-        num_prefix_tokens: int,
-        eps: float,
-        focusing: Optional[float] = None,
-        rotate_half: bool = True,
-) -> torch.Tensor:
+def fused_linear_attention(qkv: torch.Tensor, table: Optional[torch.Tensor], conv: Optional[torch.Tensor],
+                           num_heads: int, num_prefix_tokens: int, eps: float, focusing: Optional[float] = None,
+                           rotate_half: bool = True) -> torch.Tensor:
     """``[B, N, D]`` (heads merged, before ``proj``, in ``qkv.dtype``) from ``qkv`` (``[B, N, 3 * D]``, the qkv
     Linear's output); ``table`` a :func:`rotation_table` or None (no RoPE in the numerator); ``conv`` the conv term
     ``[B, h * w, D]`` added to the patch tokens, or None."""

@@ -1,12 +1,8 @@
 """Launcher of the fused L Triton kernels (:mod:`.linear_triton_kernels`, imported on first use), registered as the
 torch custom op ``jetvit::linear_attention_triton`` (``torch.library.triton_op``): a caller's torch.compile keeps the
-op (inductor calls the kernels themselves) instead of tracing a torch formula in its place.
-
-The conv term: ``conv`` (a conv term computed beforehand, e.g. the token-dynamic conv) or ``conv_weights``, which
-the kernels compute themselves: ``('static', weight)`` (``[D, 1, k, k]``) or ``('squeeze', fc1_weight, fc2_weight,
-fc2_bias)`` (:class:`~jetvit_mm.models.mixers.squeeze_conv.SqueezeDynamicConv`: the mean of V comes out of the K/V
-pass, the generator (the mean, its two small Linears and the SiLU) runs as one small launch between the passes, and
-the Q pass convolves V at the ``k * k`` shifted positions).
+op (inductor calls the kernels themselves) instead of tracing a torch formula in its place. The squeeze conv: the
+mean of V comes out of the K/V pass, its generator runs as one small launch between the passes, and the Q pass
+convolves V at the ``k * k`` shifted positions.
 """
 import importlib
 import math
@@ -70,19 +66,10 @@ def q_tiles(num_tokens: int, num_prefix_tokens: int, grid: Tuple[int, int], dept
     return BLOCK_M, -(-num_tokens // BLOCK_M), False
 
 
-def triton_linear_attention(
-        qkv: torch.Tensor,
-        table: Optional[torch.Tensor],
-        conv: Optional[torch.Tensor],
-        num_heads: int,
-        num_prefix_tokens: int,
-        eps: float,
-        focusing: Optional[float] = None,
-        rotate_half: bool = True,
-        *,
-        conv_weights: Optional[Tuple] = None,
-        grid_size: Optional[Tuple[int, int]] = None,
-) -> torch.Tensor:
+def triton_linear_attention(qkv: torch.Tensor, table: Optional[torch.Tensor], conv: Optional[torch.Tensor],
+                            num_heads: int, num_prefix_tokens: int, eps: float, focusing: Optional[float] = None,
+                            rotate_half: bool = True, *, conv_weights: Optional[Tuple] = None,
+                            grid_size: Optional[Tuple[int, int]] = None) -> torch.Tensor:
     """Same contract as :func:`~.linear_fused.fused_linear_attention` (forward only), in two kernel launches; with
     ``conv_weights`` (and the patch ``grid_size``) the kernels compute the static or squeeze conv term themselves
     (``conv`` must then be None)."""
@@ -109,9 +96,8 @@ def conv_arguments(conv: Optional[torch.Tensor], conv_weights: Optional[Tuple],
 
 def _dynamic_kernels(kernels, sums: torch.Tensor, batch: int, dim: int, block_d: int, patches: int,
                      generator: Sequence[torch.Tensor], flags: dict) -> torch.Tensor:
-    """The squeeze conv's per-image kernels ``[B, D * k * k]`` (fp32) from the K/V pass's sums of V (``sums``:
-    ``[B * heads, block_d * (block_d + 2)]``) and the generator's weights (fc1, fc2, fc2's bias): one small launch
-    (the mean, both Linears and the SiLU; a program per image and 1024 kernel rows)."""
+    """The squeeze conv's per-image kernels ``[B, D * k * k]`` (fp32) from the K/V pass's sums of V and the
+    generator's weights: one small launch (a program per image and 1024 kernel rows)."""
     fc1, fc2, fc2_bias = (t.contiguous() for t in generator)
     hidden, out_rows = fc1.shape[0], fc2.shape[0]
     kern = torch.empty(batch, out_rows, device=sums.device, dtype=torch.float32)

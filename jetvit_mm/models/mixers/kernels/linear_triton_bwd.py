@@ -28,14 +28,8 @@ def _flags(qkv: torch.Tensor, num_heads: int, head_dim: int, table: Optional[tor
                 EMULATE=triton_interpreting(), F64=f64, ACC=tl.float64 if f64 else tl.float32)
 
 
-def linear_attention_backward(
-        qkv: torch.Tensor,
-        table: Optional[torch.Tensor],
-        grad: torch.Tensor,
-        num_heads: int,
-        eps: float,
-        rotate_half: bool = True,
-) -> torch.Tensor:
+def linear_attention_backward(qkv: torch.Tensor, table: Optional[torch.Tensor], grad: torch.Tensor, num_heads: int,
+                              eps: float, rotate_half: bool = True) -> torch.Tensor:
     """The gradient of ``qkv`` (``[B, N, 3 * D]``, in its dtype) for the L core's output gradient ``grad``
     (``[B, N, D]``): the core of :func:`~.linear_fused.fused_linear_attention` with ReLU features and without the
     conv term. float64 inputs are computed in float64 throughout (checks), others as the forward kernels do."""
@@ -99,12 +93,9 @@ def _generator_backward(d_kernels: torch.Tensor, mean: torch.Tensor,
 
 
 class TritonLinearAttention(torch.autograd.Function):
-    """The L core plus the conv term on the Triton kernels, with a Triton backward: gradients for ``qkv`` and the
-    conv term; the RoPE table is a constant (none flows to it). The conv term is ``conv`` (computed beforehand: its
-    gradient is the output's on the patch rows), or the static kernel or the squeeze conv's generator weights, which
-    the forward kernels apply themselves (one pass less over the tokens than a conv beforehand) and the backward
-    differentiates with torch ops: the depthwise conv's backward, and for the squeeze conv the generator's (recomputed
-    from the saved mean of V, one row per image) and the mean's (spread over the patch tokens' V)."""
+    """The L core plus the conv term on the Triton kernels, with a Triton backward for ``qkv`` (the RoPE table is a
+    constant). A conv term the forward kernels applied (static kernel, squeeze generator) is differentiated with torch
+    ops; one computed beforehand (``conv``) gets the output's gradient on the patch rows."""
 
     @staticmethod
     def forward(ctx, qkv: torch.Tensor, table: Optional[torch.Tensor], conv: Optional[torch.Tensor], num_heads: int,
@@ -157,20 +148,12 @@ def _conv_term_backward(qkv: torch.Tensor, grad: torch.Tensor, kernels: torch.Te
     return d_v + d_mean.float()[:, None, :] / (h * w), None, tuple(d_generator)
 
 
-def trainable_triton_linear_attention(
-        qkv: torch.Tensor,
-        table: Optional[torch.Tensor],
-        conv: Optional[torch.Tensor],
-        num_heads: int,
-        num_prefix_tokens: int,
-        eps: float,
-        rotate_half: bool = True,
-        conv_weights: Optional[tuple] = None,
-        grid_size: Optional[Tuple[int, int]] = None,
-) -> torch.Tensor:
-    """:func:`~.linear_triton.triton_linear_attention` (ReLU features) that autograd can differentiate, the static or
-    squeeze conv term from ``conv_weights`` (as there: ``('static', weight)`` or ``('squeeze', fc1, fc2, fc2 bias)``,
-    with the patch ``grid_size``) computed by the kernels, or ``conv`` computed beforehand."""
+def trainable_triton_linear_attention(qkv: torch.Tensor, table: Optional[torch.Tensor], conv: Optional[torch.Tensor],
+                                      num_heads: int, num_prefix_tokens: int, eps: float, rotate_half: bool = True,
+                                      conv_weights: Optional[tuple] = None,
+                                      grid_size: Optional[Tuple[int, int]] = None) -> torch.Tensor:
+    """:func:`~.linear_triton.triton_linear_attention` (ReLU features, the same conv arguments) that autograd can
+    differentiate."""
     static, generator, grid = conv_arguments(conv, conv_weights, grid_size)
     return TritonLinearAttention.apply(qkv, table, conv, num_heads, num_prefix_tokens, eps, rotate_half, *grid,
                                        static, *generator)

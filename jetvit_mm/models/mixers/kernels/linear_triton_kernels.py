@@ -4,13 +4,10 @@ Per image and head: ``_kv_state`` reads K and V once and accumulates ``S = sum_j
 ``z = sum_j phi(k_j)`` and (for the squeeze conv) the sum of the patch tokens' V in fp32; each token split adds its
 partial sums to one zeroed buffer with relaxed (unfenced) atomics (no reduction launch; the order of the splits' fp32
 additions, and so the last bits, may vary between runs on a GPU). ``_q_output`` reads Q once and writes
-``R_i phi(q_i) S / (phi(q_i) z + eps)`` plus the conv term, heads merged: a depthwise ``k x k`` conv of V computed
-in place from V at the ``k * k`` shifted grid positions (zero padding, the prefix tokens skipped) with per-image
-(squeeze) or shared (static) kernels, or a conv term computed beforehand (token-dynamic). With ``ROW_TILES`` a Q
-program holds one whole grid row (the prefix tokens get a program of their own): its tokens' grid coordinates need no
-division, and each of the ``k * k`` shifted loads reads one contiguous run of a neighbouring grid row.
-RoPE rotates a feature with its partner (the other half, or the other element of its pair), loaded a second time
-from the same cache lines, so no rotated copy is ever written to memory.
+``R_i phi(q_i) S / (phi(q_i) z + eps)`` plus the conv term, heads merged (a depthwise conv computed from V at the
+``k * k`` shifted grid positions, or a conv term computed beforehand). With ``ROW_TILES`` a Q program holds one whole
+grid row, so each shifted load reads one contiguous run. RoPE loads a feature's partner a second time from the same
+cache lines: no rotated copy is ever written.
 
 ``EMULATE`` (set under TRITON_INTERPRET=1): the interpreter's numpy ``tl.dot`` has no bf16 and its fp32 -> bf16
 cast truncates, so bf16 operands and outputs are rounded to the nearest bf16 value in fp32 arithmetic instead and

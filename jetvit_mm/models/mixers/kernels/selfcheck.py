@@ -1,15 +1,9 @@
-"""The fast kernels' self-check: the first time a fast path runs on a device and dtype, the mixer runs it and the torch
-path on an input of the caller's shape and compares them (the outputs; in training also the input's gradients). On
-an exception or a mismatch it warns once, naming the kernel, the device and the error, and that device keeps the torch
-path for that kernel and dtype for the rest of the process. A user on a GPU nobody here has tried (an older card,
-another Triton) gets correct results, slower.
+"""The fast kernels' self-check: the first time a fast path runs on a device and dtype (the one it computes in, bf16
+under autocast), the mixer runs it and the torch path on an input of the caller's shape and compares them (in
+training also the gradients). On an exception or a mismatch it warns once, and that device keeps the torch path for
+that kernel and dtype for the rest of the process: a GPU nobody here has tried gets correct results, slower.
 
-The dtype is the one the fast path computes in: the mixer's qkv output, bf16 under autocast over fp32 weights
-(mmengine's AMP, the bf16 distillation step), and the tolerance is that dtype's. The probe has the caller's shape, so
-a compiled path compiles once for both (and the kernels' production tiles are what it checks).
-
-Not checked: the formulations an outer ``torch.compile`` traces inline (they run inside the caller's graph); a
-verdict already reached is still honoured there. :func:`paths_run` reports which path a mixer ran: the verdicts read.
+Not checked: the formulations an outer ``torch.compile`` traces inline; a verdict already reached is honoured there.
 """
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -62,9 +56,8 @@ def _judge(kernels: Sequence[str], device: torch.device, dtype: torch.dtype, pro
 
 
 def checked_path(path: str, device: torch.device, dtype: torch.dtype, grad: bool, probe: Callable[[], Pairs]) -> str:
-    """``path`` held to its self-check verdicts on ``device`` for ``dtype`` (the dtype it computes in): the
-    forward's, and with ``grad`` the backward's (``probe()``: the pairs of :func:`mixer_probe`, judged once);
-    ``'torch'`` where one fails."""
+    """``path`` held to its self-check verdicts on ``device`` for ``dtype`` (with ``grad`` the backward's too,
+    ``probe()`` judged once); ``'torch'`` where one fails."""
     if path == 'torch':
         return path
     kernels = (path, f'{path} backward') if grad else (path,)
@@ -77,10 +70,9 @@ def checked_path(path: str, device: torch.device, dtype: torch.dtype, grad: bool
 
 def mixer_probe(mixer: torch.nn.Module, attend: Callable[..., torch.Tensor], path: str, like: torch.Tensor,
                 grid_size: Tuple[int, int], rope: Optional[torch.Tensor], gradients: bool) -> Pairs:
-    """The probe of a mixer's fast path: ``attend(qkv, grid, rope, path)`` and ``attend(qkv, grid, rope, 'torch')``
-    on a random input of the shape, dtype and device of ``like`` (``qkv`` from ``mixer.qkv``, so under the caller's
-    autocast); their outputs, and with ``gradients`` the gradients of ``qkv`` for one fixed random output gradient
-    (autograd enabled whatever the caller's mode, as in the training call that follows)."""
+    """``attend`` on ``path`` and on ``'torch'`` for a random input like ``like`` (``qkv`` from ``mixer.qkv``, under
+    the caller's autocast): their outputs, and with ``gradients`` the gradients of ``qkv`` for one fixed random
+    output gradient."""
     x = torch.randn(like.shape, generator=torch.Generator().manual_seed(0)).to(like.device, like.dtype)
     qkv = mixer.qkv(x)
     if not gradients:
@@ -97,9 +89,8 @@ def mixer_probe(mixer: torch.nn.Module, attend: Callable[..., torch.Tensor], pat
 
 
 def paths_run(mixer: torch.nn.Module) -> List[Tuple[str, bool]]:
-    """``(path, grad)`` for every path ``mixer`` resolved (its ``_kernel_paths``, keyed ``(kernel option, device,
-    dtype it computes in, grad, ...)``): the kernel it chose, or ``'torch'`` where a self-check verdict sent it back.
-    What every report of the path that ran reads."""
+    """``(path, grad)`` for every path ``mixer`` resolved: the kernel it chose, or ``'torch'`` where a self-check
+    verdict sent it back. What every report of the path that ran reads."""
     ran = []
     for key, path in getattr(mixer, '_kernel_paths', {}).items():
         device, dtype, grad = str(key[1]), key[2], key[3]

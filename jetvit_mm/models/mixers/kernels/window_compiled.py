@@ -2,14 +2,9 @@
 built in one pass per tensor in a window-major layout that the prefix queries' attention reads too.
 
 PyTorch's CPU flash attention runs its bf16 matrix units on key blocks that are a multiple of 16 long: a window of
-``P + wh * ww`` keys (261 for 16 x 16 windows and 5 prefix tokens) takes it off that path (about 2x slower in bf16
-on an AMX Xeon). Padding the keys to 272 and masking the padding computes the same attention (a masked key has
-weight exactly 0); under torch.compile the RoPE, windowing and padding of q, k and v fuse into one pass each.
-
-Layout: ``[B, heads, windows, keys, head_dim]``, so that attention sees ``B * heads`` as its batch and the windows
-as its heads, and the keys of all windows together are one ``[B, heads, windows * keys, head_dim]`` view: the
-prefix queries attend to it with a mask that keeps every real key exactly once (the prefix copies of window 0 and
-the patches of every window), with no second rotated copy of k, v in token order.
+261 keys (16 x 16 + 5 prefix tokens) takes it off that path (about 2x slower in bf16 on an AMX Xeon); masked padding
+to 272 computes the same attention. Layout ``[B, heads, windows, keys, head_dim]``: the keys of all windows are one
+view, which the prefix queries attend to with a mask that keeps every real key once.
 """
 from typing import Optional, Tuple
 
@@ -54,10 +49,8 @@ def prefix_key_mask(windows: int, keys: int, window_keys: torch.Tensor, num_pref
 def window_and_prefix_attention(q_win: torch.Tensor, k_win: torch.Tensor, v_win: torch.Tensor, mask: torch.Tensor,
                                 q_prefix: torch.Tensor, prefix_mask: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """The two attentions of W on one set of window-major keys (``[B, heads, windows, keys, C]``): the windows'
-    queries on their window (``[B * heads, windows, S, C]``) and the prefix queries on every key once.
-
-    One operator for torch.compile: both attentions read the same key and value buffers through views, which
-    inductor would otherwise copy once per attention call to give each its own strides."""
+    queries on their window and the prefix queries on every key once. One operator for torch.compile, so that
+    inductor does not copy the shared key and value buffers once per attention call."""
     B, H, W, K, C = k_win.shape
     out = F.scaled_dot_product_attention(q_win.flatten(0, 1), k_win.flatten(0, 1), v_win.flatten(0, 1),
                                          attn_mask=mask)
@@ -72,15 +65,9 @@ def _(q_win, k_win, v_win, mask, q_prefix, prefix_mask):
             q_prefix.new_empty(q_prefix.shape))
 
 
-def padded_window_attention(
-        qkv: torch.Tensor,
-        grid_size: Tuple[int, int],
-        window: Tuple[int, int],
-        num_heads: int,
-        num_prefix_tokens: int,
-        rope: Optional[torch.Tensor] = None,
-        rotate_half: bool = True,
-) -> torch.Tensor:
+def padded_window_attention(qkv: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int], num_heads: int,
+                            num_prefix_tokens: int, rope: Optional[torch.Tensor] = None,
+                            rotate_half: bool = True) -> torch.Tensor:
     """What :func:`~jetvit_mm.models.mixers.window.window_attention` computes (inference, no dropout), with padded
     keys: ``[B, N, D]`` before ``proj``."""
     B, N, D3 = qkv.shape

@@ -1,18 +1,10 @@
-"""W with FlexAttention: patch queries, keys and values in window-major order, one window per block pair.
+"""W with FlexAttention: patch queries, keys and values in window-major order, one window per block pair
+(docs/benchmarks.md, 'flex').
 
-q, k and v are gathered into window-major order (under torch.compile one fused pass with the RoPE rotation). Each
-window's queries (its ``wh * ww`` patches, padded to a multiple of FlexAttention's 128-token block) attend to their
-window's keys only, so the block mask skips every other block and no prefix block is walked; their attention to the
-few prefix keys is a small product beside Flex, merged with Flex's by its log-sum-exp (fp32). On the CPU, whose
-compiled Flex returns no log-sum-exp, the prefix keys follow the windows in Flex's key buffer instead. The patch
-outputs are gathered back to row-major order into the one output buffer. The few prefix queries attend to every real
-token: in Flex they would fill one query block that one program per head walks alone (SDPA's kernels do the same for
-5 queries), so their ``[B, H, P, N]`` scores are products spread over every key (no ``softmax`` call, which
-inductor would rewrite into that SDPA call).
-
-The block mask is built from its blocks by index arithmetic (no mask evaluated at every query and key) and, with
-the token orders, kept per grid, window and device; both are inputs of :func:`flex_window_attention`, so that it
-compiles to one graph. In a caller's compiled graph that finds none kept they are built inside the graph.
+Each window's queries (padded to FlexAttention's 128-token block) attend to their window's keys only; their
+attention to the few prefix keys is a small product beside Flex, merged by its log-sum-exp (on the CPU, whose
+compiled Flex returns none, the prefix keys follow the windows in Flex's key buffer). The prefix queries attend to
+every token as plain products: in Flex they would fill one query block that one program per head walks alone.
 """
 from typing import Callable, Dict, Optional, Tuple
 
@@ -40,10 +32,8 @@ def _build_eagerly(name: str, builder: Callable[..., object], *args) -> object:
 
 
 def _cached(name: str, builder: Callable[..., object], *args) -> object:
-    """What ``builder(*args)`` built, kept per key. Inside a caller's torch.compile a kept one is a plain dict read
-    that dynamo resolves while tracing (the graph takes its tensors as inputs), and a missing one is built in the
-    graph: a few small index operations, where an eager build would break the graph (and the graph, once broken,
-    stays broken on later calls)."""
+    """What ``builder(*args)`` built, kept per key. Inside a caller's torch.compile a missing one is built in the
+    graph (a few small index operations), where an eager build would break the graph for good."""
     found = _CACHE.get((name, *args))
     if found is not None:
         return found
@@ -81,17 +71,14 @@ def _token_orders(grid_size: Tuple[int, int], window: Tuple[int, int],
 
 def window_token_orders(grid_size: Tuple[int, int], window: Tuple[int, int],
                         device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The token orders of :func:`_token_orders` (window-major slot -> patch, patch -> slot), kept per grid, window
-    and device (:func:`_cached`); taken by :func:`flex_window_attention` as an input, so that the function compiles
-    to one graph with the rotation, the padding and the gather of q, k and v in one pass."""
+    """The token orders of :func:`_token_orders`, kept per grid, window and device; an input of
+    :func:`flex_window_attention`, so that it compiles to one graph."""
     return _cached('token_orders', _token_orders, tuple(grid_size), tuple(window), torch.device(device))
 
 
 def window_major(x: torch.Tensor, order: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
-    """The patch rows of ``x`` (``[B, H, P + h * w, C]``) in the window-major ``order`` (of
-    :func:`window_token_orders`), padding slots zero: ``[B, H, windows * slots, C]``, gathered in one pass into a
-    plain 4-D buffer (inductor's CPU Flex template reads the query's underlying buffer as 4-D, which a write through a
-    5-D window view would not be)."""
+    """The patch rows of ``x`` (``[B, H, P + h * w, C]``) in the window-major ``order``, padding slots zero, in a
+    plain 4-D buffer (inductor's CPU Flex template reads the query's underlying buffer as 4-D)."""
     patches = torch.nn.functional.pad(x[:, :, num_prefix_tokens:], (0, 0, 0, 1))  # one zero row for the padding
     return patches[:, :, order]
 
@@ -123,10 +110,9 @@ def window_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], num_p
 
 
 def _build_block_mask(grid_size: Tuple[int, int], window: Tuple[int, int], prefix_keys: int, device: torch.device):
-    """:func:`window_mask_mod`'s BlockMask built from its blocks (what ``create_block_mask`` finds by evaluating the
-    mask at every query and key, ``(h * w)^2`` of them): a query block sees its window's key blocks, full where all
-    of a block's keys are real patches, partial where some are padding; the prefix keys' block, if any, partial. In
-    a compiled graph without autograd the query-major copy (for the backward) is left out."""
+    """:func:`window_mask_mod`'s BlockMask built from its blocks, not by evaluating the mask at every query and key:
+    a query block sees its window's key blocks, full where all its keys are real patches, else partial; the prefix
+    keys' block, if any, partial. In a compiled graph without autograd the backward's copy is left out."""
     from torch.nn.attention.flex_attention import BlockMask
 
     h, w = grid_size
@@ -173,30 +159,20 @@ def _merge_prefix_keys(patches: torch.Tensor, lse: torch.Tensor, q: torch.Tensor
 
 
 def _prefix_queries(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """The attention of a few prefix queries to every key, as products over the keys: the weights unnormalised
-    (``exp(s - max)``, multiplied with V in V's dtype) and the sums divided afterwards. No ``softmax``: inductor's
-    attention patterns would turn ``softmax(q k^T) v`` back into a scaled_dot_product_attention call, whose GPU
-    kernels walk every key with one program per head for these few queries."""
+    """The attention of a few prefix queries to every key, normalised after the product with V. No ``softmax``:
+    inductor would turn it back into an SDPA call, whose GPU kernels walk every key with one program per head."""
     scores = _scores(q, k)
     weights = (scores - scores.amax(-1, keepdim=True).detach()).exp()  # the result does not depend on the shift
     return ((weights.to(v.dtype) @ v).float() / weights.sum(-1, keepdim=True)).to(v.dtype)
 
 
-def flex_window_attention(
-        qkv: torch.Tensor,
-        grid_size: Tuple[int, int],
-        window: Tuple[int, int],
-        num_heads: int,
-        num_prefix_tokens: int,
-        rope: Optional[torch.Tensor],
-        rotate_half: bool,
-        block_mask,
-        token_orders: Tuple[torch.Tensor, torch.Tensor],
-) -> torch.Tensor:
+def flex_window_attention(qkv: torch.Tensor, grid_size: Tuple[int, int], window: Tuple[int, int], num_heads: int,
+                          num_prefix_tokens: int, rope: Optional[torch.Tensor], rotate_half: bool, block_mask,
+                          token_orders: Tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """Window attention of ``qkv`` (``[B, N, 3 * D]``) as :func:`~jetvit_mm.models.mixers.window.window_attention`
-    computes it (before ``proj``: ``[B, N, D]``), with FlexAttention, :func:`window_block_mask` and
-    :func:`window_token_orders`. Compiled, one graph: the rotation, padding and window-major gather of q, k and v one
-    fused pass, the gather back to row-major order and the log-sum-exp merge another, both into their buffers."""
+    computes it (before ``proj``), with FlexAttention, :func:`window_block_mask` and :func:`window_token_orders`.
+    Compiled, one graph: the rotation, padding and gather of q, k, v one fused pass, the gather back and the merge
+    another."""
     from torch.nn.attention.flex_attention import AuxRequest, flex_attention
 
     B, N, D3 = qkv.shape
