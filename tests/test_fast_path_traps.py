@@ -16,11 +16,6 @@
 
 The Triton cases run in one fresh interpreter with ``TRITON_INTERPRET=1`` (a 64-bit offset fault would end it).
 """
-import json
-import os
-import subprocess
-import sys
-import traceback
 import warnings
 
 import pytest
@@ -35,7 +30,7 @@ from jetvit_mm.models.mixers.kernels import selfcheck
 from jetvit_mm.models.mixers.kernels.availability import compile_available
 from jetvit_mm.process_state import reset_caches
 
-from .conftest import HANG_GUARD_S, REPO
+from .interpreted import interpreted, report_cases
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps
 needs_compile = pytest.mark.skipif(not compile_available('cpu'), reason='torch.compile needs a C++ compiler')
@@ -155,11 +150,7 @@ TRITON_CASES = {
 
 @pytest.fixture(scope='module')
 def triton_results():
-    pytest.importorskip('triton')
-    proc = subprocess.run([sys.executable, '-m', 'tests.test_fast_path_traps'], cwd=REPO, capture_output=True,
-                          text=True, env=dict(os.environ, TRITON_INTERPRET='1'), timeout=HANG_GUARD_S)
-    assert proc.returncode == 0, f'the interpreter process ended with {proc.returncode}: {proc.stderr[-4000:]}'
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return interpreted('test_fast_path_traps')
 
 
 @pytest.mark.integration
@@ -300,13 +291,4 @@ def test_the_device_checks_first_cases_run_the_production_shape(monkeypatch):
 
 
 if __name__ == '__main__':  # the Triton cases, run by ``triton_results`` under TRITON_INTERPRET=1
-    warnings.filterwarnings('error', message='jetvit_mm: the fast kernel')  # a fallback is a failure, not a pass
-    results = {}
-    for name, run_case in TRITON_CASES.items():
-        reset_caches()
-        try:
-            run_case()
-            results[name] = None
-        except Exception:  # reported, with its traceback, by that case's test
-            results[name] = traceback.format_exc()
-    print(json.dumps(results))
+    report_cases(TRITON_CASES, before=reset_caches)

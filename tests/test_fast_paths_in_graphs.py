@@ -10,12 +10,6 @@
   inspected), computing the same values. Run under ``TRITON_INTERPRET=1`` in a process of their own
   (``python -m tests.test_fast_paths_in_graphs``), as tests/test_fast_mixers.py does.
 """
-import json
-import os
-import subprocess
-import sys
-import traceback
-import warnings
 from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
@@ -27,7 +21,7 @@ from jetvit_mm.models.mixers import window as window_module
 from jetvit_mm.models.mixers.kernels.availability import flex_available
 from jetvit_mm.process_state import reset_caches
 
-from .conftest import HANG_GUARD_S, REPO
+from .interpreted import interpreted, report_cases
 
 GRID = (3, 5)  # 2 x 3 windows of 2 x 2, the last row and column padded
 
@@ -284,11 +278,7 @@ INTERPRETED = {'fake_implementation': case_fake_implementation,
 @pytest.fixture(scope='module')
 def interpreted_results() -> Dict[str, Optional[str]]:
     """The cases above, run in one fresh interpreter with ``TRITON_INTERPRET=1``: {case: None or the failure}."""
-    pytest.importorskip('triton')
-    proc = subprocess.run([sys.executable, '-m', 'tests.test_fast_paths_in_graphs'], cwd=REPO, capture_output=True,
-                          text=True, env=dict(os.environ, TRITON_INTERPRET='1'), timeout=HANG_GUARD_S)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return interpreted('test_fast_paths_in_graphs')
 
 
 @pytest.mark.parametrize('case', list(INTERPRETED))
@@ -298,12 +288,4 @@ def test_the_triton_kernels_are_a_custom_op_a_compiled_graph_keeps(interpreted_r
 
 
 if __name__ == '__main__':  # the Triton cases, run by ``interpreted_results`` under TRITON_INTERPRET=1
-    warnings.filterwarnings('error', message='jetvit_mm: the fast kernel')  # a fallback is a failure, not a pass
-    results = {}
-    for name, case in INTERPRETED.items():
-        try:
-            case()
-            results[name] = None
-        except Exception:  # reported, with its traceback, by that case's test
-            results[name] = traceback.format_exc()
-    print(json.dumps(results))
+    report_cases(INTERPRETED)

@@ -13,11 +13,6 @@
 
 The checks run in one fresh interpreter with ``TRITON_INTERPRET=1`` (as tests/test_equivalence_matrix.py explains).
 """
-import json
-import os
-import subprocess
-import sys
-import traceback
 import warnings
 from typing import Callable, Dict, Optional
 
@@ -29,7 +24,7 @@ from jetvit_mm.models.mixers import linear as linear_module
 from jetvit_mm.models.mixers.kernels.linear_fused import rotation_table
 from jetvit_mm.process_state import reset_caches
 
-from .conftest import HANG_GUARD_S, REPO
+from .interpreted import interpreted, report_cases
 
 BF16_EPS = torch.finfo(torch.bfloat16).eps
 GRID = (3, 5)
@@ -195,11 +190,7 @@ CHECKS: Dict[str, Callable[[], None]] = {
 def interpreted_results() -> Dict[str, Optional[str]]:
     """Every check of ``CHECKS``, run in one fresh interpreter with ``TRITON_INTERPRET=1`` (``python -m
     tests.test_linear_triton_backward``): ``{name: None or the failure}``."""
-    pytest.importorskip('triton')
-    proc = subprocess.run([sys.executable, '-m', 'tests.test_linear_triton_backward'], cwd=REPO, capture_output=True,
-                          text=True, env=dict(os.environ, TRITON_INTERPRET='1'), timeout=HANG_GUARD_S)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return interpreted('test_linear_triton_backward')
 
 
 @pytest.mark.parametrize('name', list(CHECKS))
@@ -209,12 +200,4 @@ def test_triton_backward_under_the_interpreter(interpreted_results, name):
 
 
 if __name__ == '__main__':  # the checks, run by ``interpreted_results`` under TRITON_INTERPRET=1
-    warnings.filterwarnings('error', message='jetvit_mm: the fast kernel')  # a fallback is a failure, not a pass
-    results = {}
-    for check_name, check in CHECKS.items():
-        try:
-            check()
-            results[check_name] = None
-        except Exception:  # reported, with its traceback, by that check's test
-            results[check_name] = traceback.format_exc()
-    print(json.dumps(results))
+    report_cases(CHECKS)
