@@ -139,7 +139,7 @@ def cmd_summary(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = parser.add_subparsers(dest='command', required=True)
@@ -172,6 +172,11 @@ def main(argv=None) -> int:
     if args.command == 'kernels' and args.device is None:
         import torch
         args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     commands = {'env': cmd_env, 'kernels': cmd_kernels, 'baselines': cmd_baselines, 'dist': cmd_dist,
                 'summary': cmd_summary}
     return commands[args.command](args)
