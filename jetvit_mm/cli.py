@@ -137,10 +137,20 @@ def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace, fil
                 parser.error(f'{_flag(what)} {path}: {reason}')
 
 
+def _unregistered_type(error: KeyError) -> Optional[str]:
+    """:func:`jetvit_mm.mm.registry.unregistered_type`'s line where mmengine raised ``error``, else None (the pure
+    tools run without OpenMMLab and import none of it here)."""
+    if 'mmengine.registry' not in sys.modules:
+        return None
+    from jetvit_mm.mm.registry import unregistered_type
+    return unregistered_type(error)
+
+
 def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit) -> None:
     """Run a tool's ``main`` (``if __name__ == '__main__': run_main(main)``). Bad input (:data:`REFUSALS`) ends the
     tool with one line, ``error: <what the refusal says>`` (exit status 1; ``JETVIT_MM_TRACEBACK=1`` shows the
-    traceback instead); any other error propagates as usual.
+    traceback instead); so does mmengine's KeyError for a config ``type=`` no registry holds. Any other error
+    propagates as usual.
 
     After a distributed run whose group ``process_group_teardown`` (``jetvit_mm.mm.engine.launch``) destroyed, the
     process leaves through ``leave(0)`` once its logs and output are flushed, without the interpreter's finalization:
@@ -155,6 +165,11 @@ def run_main(main: Callable[[], object], leave: Callable[[int], None] = os._exit
             raise
         raise SystemExit('error: ' + '; '.join(line.strip() for line in str(error).splitlines() if line.strip())) \
             from None
+    except KeyError as error:  # a config type= no registry holds (mmengine's words, with a traceback, otherwise)
+        line = _unregistered_type(error)
+        if line is None or os.environ.get('JETVIT_MM_TRACEBACK') == '1':
+            raise
+        raise SystemExit('error: ' + line) from None
     if switch('group_torn_down'):
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):

@@ -214,6 +214,25 @@ def test_a_removed_or_unknown_model_argument_names_the_new_spelling(option, name
     error_line(proc, *named)
 
 
+# ---------------------------------------------------------------- a config type= that no registry holds
+TYPE_CASES = [  # (tool, config, option, more arguments, what the line names)
+    ('train', PROBE, 'model.backbone.type=JetVit', (), ("type='JetVit' is not in the mmseg::model registry",
+                                                         "['JetViT', 'JetViTSupernet']", 'custom_imports')),
+    ('test', PROBE, 'test_dataloader.dataset.type=CityscapesDatset', ('ckpt', ),
+     ("type='CityscapesDatset' is not in the mmseg::dataset registry", "'CityscapesDataset'")),
+    ('train', PROBE, 'model.decode_head.type=Nothing', (), ("type='Nothing' is not in the mmseg::model registry",
+                                                             "jetvit_mm registers there: ['DPTDepthHead'")),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize('tool, config, option, more, named', TYPE_CASES, ids=['model', 'dataset', 'none-close'])
+def test_a_config_type_no_registry_holds_is_named_with_the_closest_names(tool, config, option, more, named, bad):
+    proc = run(tool, config, *[bad.get(a, a) for a in more], '--work-dir', str(bad['root'] / 'w'),
+               '--cfg-options', option)
+    error_line(proc, *named)
+
+
 # ================================================================ the checks behind them, in process
 def test_run_main_words_a_refusal_in_one_line_and_lets_other_errors_through(monkeypatch):
     from jetvit_mm.cli import run_main
@@ -326,3 +345,30 @@ def test_a_pickled_object_is_refused_as_such_never_with_torchs_advice(tmp_path):
         with pytest.raises(UnsafeCheckpointError, match=rf'x\.pth was refused by .*: {reason}.*re-saved') as error:
             read(path)
         assert 'weights_only=False' not in str(error.value)
+
+
+def test_a_registry_miss_is_one_line_and_any_other_key_error_keeps_its_traceback(monkeypatch):
+    from mmseg.registry import MODELS, TRANSFORMS
+
+    import jetvit_mm.mm  # noqa: F401  (registers the types)
+    from jetvit_mm.cli import run_main
+    from jetvit_mm.mm.registry import unregistered_type
+
+    def build(registry, kind):
+        def main():
+            registry.build(dict(type=kind))
+        return main
+
+    with pytest.raises(SystemExit) as exit_:
+        run_main(build(MODELS, 'WindowAtention'))
+    assert exit_.value.code.startswith("error: config: type='WindowAtention' is not in the mmseg::model registry; "
+                                       "registered names closest to it: ['WindowAttention'"), exit_.value.code
+    with pytest.raises(KeyError) as miss:
+        build(TRANSFORMS, 'loadimagefromfile')()
+    assert "closest to it: ['LoadImageFromFile'" in unregistered_type(miss.value)  # case alone differs
+    assert unregistered_type(KeyError('model')) is None
+    with pytest.raises(KeyError, match="'model'"):  # a KeyError of a bug keeps its traceback
+        run_main(lambda: {}['model'])
+    monkeypatch.setenv('JETVIT_MM_TRACEBACK', '1')
+    with pytest.raises(KeyError, match='WindowAtention is not in'):
+        run_main(build(MODELS, 'WindowAtention'))
