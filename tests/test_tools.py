@@ -136,8 +136,9 @@ def test_load_from_runner_checkpoint(trained, tiny_cityscapes, tmp_path):
 def test_unknown_type_in_config_names_type_and_registry(tiny_cityscapes, tmp_path):
     opts = data_options(tiny_cityscapes) + ['model.decode_head.type=LinearProbeHeadTypo']
     proc = run_tool('train.py', CONFIG, '--work-dir', tmp_path, *opts, check=False)
-    assert proc.returncode != 0
-    assert 'LinearProbeHeadTypo is not in the mmseg::model registry' in proc.stderr
+    assert proc.returncode == 1 and 'Traceback' not in proc.stderr
+    assert "error: config: type='LinearProbeHeadTypo' is not in the mmseg::model registry; registered names " \
+        "closest to it: ['LinearProbeHead'" in proc.stderr
 
 
 @pytest.mark.integration
