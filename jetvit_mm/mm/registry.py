@@ -54,12 +54,12 @@ def unregistered_type(error: KeyError) -> Optional[str]:
     while registry is not None:  # the names a build in this scope finds: its own, then its parents'
         visible.update(registry.module_dict)
         registry = registry.parent
-    close = difflib.get_close_matches(kind, sorted(visible), n=4, cutoff=0.6) or \
-        [n for n in sorted(visible) if n.lower() == kind.lower()]
+    names = sorted(visible)
+    close = difflib.get_close_matches(kind, names, n=4, cutoff=0.6) or [n for n in names if n.lower() == kind.lower()]
     line = f'config: type={kind!r} is not in the {scope}::{name} registry; '
     if close:
         line += f'registered names closest to it: {close}'
     else:
-        line += f'jetvit_mm registers there: {registered_types().get(name, [])} ({len(visible)} types in all)'
+        line += f'jetvit_mm registers there: {registered_types().get(name, [])} ({len(names)} types in all)'
     return line + ('; a type from another package is registered when the config imports that package '
                    "(custom_imports = dict(imports=['jetvit_mm.mm', ...]))")
